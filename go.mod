@@ -1,0 +1,3 @@
+module github.com/writ-authz/writ
+
+go 1.26.0

@@ -8,7 +8,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-fixtures="$(cd "$here/../a2a" 2>/dev/null && pwd || { mkdir -p "$here/../a2a" && cd "$here/../a2a" && pwd; })"
+mkdir -p "$here/../a2a"
+fixtures="$(cd "$here/../a2a" && pwd)"
 
 command -v node >/dev/null || { echo "run.sh: node not found" >&2; exit 1; }
 command -v go >/dev/null || { echo "run.sh: go not found" >&2; exit 1; }

@@ -18,7 +18,7 @@ var toState = map[string]task.State{
 	"input-required": task.AwaitingInput, "TASK_STATE_INPUT_REQUIRED": task.AwaitingInput,
 	"auth-required": task.AwaitingAuth, "TASK_STATE_AUTH_REQUIRED": task.AwaitingAuth,
 	"completed": task.Succeeded, "TASK_STATE_COMPLETED": task.Succeeded,
-	"canceled": task.Cancelled, "TASK_STATE_CANCELED": task.Cancelled,
+	"canceled": task.Cancelled, "TASK_STATE_CANCELED": task.Cancelled, "TASK_STATE_CANCELLED": task.Cancelled,
 	"failed": task.Failed, "TASK_STATE_FAILED": task.Failed,
 	"rejected": task.Rejected, "TASK_STATE_REJECTED": task.Rejected,
 }

@@ -26,6 +26,15 @@ func dialectOf(req *task.Request) dialect {
 func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error) {
 	d := dialectOf(req)
 	body = bytes.TrimSpace(body)
+	if silent(req.Operation) {
+		// Push-config and card answers say nothing about the lifecycle; only an
+		// error in them matters (a2a-go answers a push delete with an empty body).
+		if len(body) == 0 {
+			return nil, nil
+		}
+		events, err := ParseResponseError(req, status, body)
+		return events, err
+	}
 	if req.Protocol.Binding == task.BindingJSONRPC {
 		return parseRPCResult(body, req, d)
 	}
@@ -36,6 +45,40 @@ func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, er
 		return nil, nil
 	}
 	return resultEvents(body, req, d)
+}
+
+// silent reports operations whose successful answers carry no lifecycle events.
+func silent(op task.Operation) bool {
+	switch op {
+	case task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete,
+		task.OpCard, task.OpExtendedCard, task.OpDiscover:
+		return true
+	}
+	return false
+}
+
+// ParseResponseError returns the error event of an answer, or none when the answer
+// is not an error.
+func ParseResponseError(req *task.Request, status int, body []byte) ([]task.Event, error) {
+	if req.Protocol.Binding == task.BindingJSONRPC {
+		var env struct {
+			Error *struct {
+				Code    int    `json:"code"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil {
+			return nil, fmt.Errorf("upstream answer is not a JSON-RPC response: %w", err)
+		}
+		if env.Error != nil {
+			return []task.Event{{Kind: task.EventError, TaskID: req.TaskID, Err: upstreamFault(env.Error.Code, env.Error.Message)}}, nil
+		}
+		return nil, nil
+	}
+	if status >= 300 {
+		return []task.Event{{Kind: task.EventError, TaskID: req.TaskID, Err: restFault(body, status)}}, nil
+	}
+	return nil, nil
 }
 
 // parseRPCResult parses one JSON-RPC response envelope.

@@ -306,7 +306,7 @@ func nonNil(s []string) []string {
 }
 
 func card03Of(c *task.AgentCard) card03 {
-	out := card03{ProtocolVersion: V03, Name: c.Name, Description: c.Description, Version: c.Version,
+	out := card03{ProtocolVersion: "0.3.0", Name: c.Name, Description: c.Description, Version: c.Version,
 		DocumentationURL: c.DocumentationURL, IconURL: c.IconURL, DefaultInputModes: nonNil(c.InputModes),
 		DefaultOutputModes: nonNil(c.OutputModes), Skills: skillsOut(c.Skills), Security: c.Security,
 		SupportsExtended: c.Capabilities.ExtendedCard}

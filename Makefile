@@ -18,7 +18,7 @@ test: deps lint
 # The main job on an embedded default. Until the sidecar lands this is `writ
 # inspect` on a bundled A2A 1.0 request: what a policy will see of it.
 run: deps
-	$(GO) run ./cmd/writ inspect --file cmd/writ/examples/send-1.0.http
+	$(GO) run ./cmd/writ inspect -example a2a-1.0-send
 
 bench: deps
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

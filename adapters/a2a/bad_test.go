@@ -85,7 +85,7 @@ func TestBadRequests(t *testing.T) {
 
 // checkRendered decodes a rendered error in the shape its binding and version
 // prescribe and checks the code and the echoed id.
-func checkRendered(t *testing.T, req *task.Request, r Rendered, code int, id string) {
+func checkRendered(t *testing.T, req *task.Request, r wire.Rendered, code int, id string) {
 	t.Helper()
 	switch {
 	case req.Protocol.Binding == task.BindingJSONRPC:

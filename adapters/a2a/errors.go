@@ -95,13 +95,6 @@ func details(f *task.Fault) []ErrorDetail {
 	return out
 }
 
-// Rendered is a complete HTTP answer.
-type Rendered struct {
-	Status      int
-	ContentType string
-	Body        []byte
-}
-
 type rpcError struct {
 	Code    int           `json:"code"`
 	Message string        `json:"message"`
@@ -139,7 +132,7 @@ func jsonrpcHTTPStatus(k task.Kind) int {
 
 // RenderFault renders f in the protocol shape of req (its version, binding and
 // JSON-RPC id). req may be partially filled, as Parse leaves it on failure.
-func RenderFault(req *task.Request, f *task.Fault) Rendered {
+func RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
 	if req.Protocol.Binding == task.BindingJSONRPC {
 		id := req.RPCID
 		if len(id) == 0 {
@@ -147,16 +140,16 @@ func RenderFault(req *task.Request, f *task.Fault) Rendered {
 		}
 		body, _ := json.Marshal(rpcErrorResponse{JSONRPC: "2.0", ID: id,
 			Error: rpcError{Code: CodeOf(f.Kind), Message: f.Message, Data: details(f)}})
-		return Rendered{Status: jsonrpcHTTPStatus(f.Kind), ContentType: "application/json", Body: body}
+		return wire.Rendered{Status: jsonrpcHTTPStatus(f.Kind), ContentType: "application/json", Body: body}
 	}
 	status := wire.HTTPStatus(f.Kind)
 	if req.Protocol.Version == V03 {
 		body, _ := json.Marshal(rpcError{Code: CodeOf(f.Kind), Message: f.Message, Data: details(f)})
-		return Rendered{Status: status, ContentType: "application/json", Body: body}
+		return wire.Rendered{Status: status, ContentType: "application/json", Body: body}
 	}
 	body, _ := json.Marshal(restError{Error: restErrorBody{Code: status, Status: shapeOf(f.Kind).restStatus,
 		Message: f.Message, Details: details(f)}})
-	return Rendered{Status: status, ContentType: "application/a2a+json", Body: body}
+	return wire.Rendered{Status: status, ContentType: "application/a2a+json", Body: body}
 }
 
 // RenderStreamFault renders f as one SSE event, for an error in the middle of a

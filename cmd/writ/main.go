@@ -1,0 +1,46 @@
+// Command writ is the delegation authorizer for A2A and ACP agents. This binary
+// carries every job: today `inspect` and `version`.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `writ — policy-as-code delegation authorizer for A2A and ACP agents
+
+Usage:
+  writ inspect [flags]   show the internal request a policy sees (or the protocol error)
+  writ version           print the version
+
+Run "writ <command> -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns the exit code: 0 success, 1 the
+// command's own negative answer (inspect: the request would be refused), 2 usage.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "inspect":
+		return inspect(args[1:], stdin, stdout, stderr)
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "writ", version)
+		return 0
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "writ: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/adapters/a2a"
+	"github.com/writ-authz/writ/adapters/acp"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
@@ -34,7 +35,17 @@ func (a2aEdge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
 	return a2a.RenderFault(req, f)
 }
 
-var edges = map[string]Edge{a2a.ProtocolName: a2aEdge{}}
+type acpEdge struct{}
+
+func (acpEdge) Name() string { return acp.ProtocolName }
+func (acpEdge) Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
+	return acp.Parse(in, acp.Options{Limits: lim})
+}
+func (acpEdge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
+	return acp.RenderFault(req, f)
+}
+
+var edges = map[string]Edge{a2a.ProtocolName: a2aEdge{}, acp.ProtocolName: acpEdge{}}
 
 // Select returns the adapter for a configured protocol: "a2a", "acp", or "auto",
 // which picks ACP for its resource paths (/runs, /agents, /session(s)) and A2A for
@@ -55,7 +66,7 @@ func Detect(path string) string {
 	first, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
 	switch first {
 	case "runs", "agents", "sessions", "session":
-		return "acp"
+		return acp.ProtocolName
 	}
 	return a2a.ProtocolName
 }

@@ -50,6 +50,7 @@ func TestBadRequests(t *testing.T) {
 		{"unsupported_version", task.KindVersionNotSupported, -32009, "7", 200},
 		{"content_type", task.KindContentType, -32005, "7", 200},
 		{"depth_bomb", task.KindTooDeep, -32600, "7", 200},
+		{"field_case_differential", task.KindInvalidParams, -32602, "7", 200},
 		{"rest_v10_body_on_v03_path", task.KindVersionNotSupported, -32009, "", 400},
 		{"rest_v10_path_without_version", task.KindVersionNotSupported, -32009, "", 400},
 		{"rest_unknown_path", task.KindUnknownOperation, -32601, "", 404},

@@ -50,6 +50,11 @@ var rpcMethods = map[string]opSpec{
 	"GetExtendedAgentCard":                {task.OpExtendedCard, V10},
 }
 
+// paramsCase refuses params whose keys differ from a field name only in case:
+// encoding/json would accept them, the SDKs behind writ would not, and writ must
+// see the request exactly as the agent will.
+var paramsCase = wire.FieldCaseOf(wireParams{})
+
 // Parse turns one inbound request into the internal request. On failure it returns
 // the fault together with whatever of the request it could read (protocol, JSON-RPC
 // id), which RenderFault needs to answer in the right shape.
@@ -171,6 +176,9 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 	if raw, ok := env["params"]; ok && string(raw) != "null" {
 		if raw[0] != '{' {
 			return req, invalid("params must be an object")
+		}
+		if err := paramsCase.Check(raw); err != nil {
+			return req, invalid("params: %s", err.Error())
 		}
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return req, invalid("params: %s", wire.TypeError(err))

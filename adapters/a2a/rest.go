@@ -117,6 +117,9 @@ func parseREST(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request
 		if body[0] != '{' {
 			return req, task.NewFault(task.KindNotARequest, "the request body must be a JSON object")
 		}
+		if err := paramsCase.Check(body); err != nil {
+			return req, invalid("body: %s", err.Error())
+		}
 		if err := json.Unmarshal(body, &p); err != nil {
 			return req, invalid("body: %s", wire.TypeError(err))
 		}

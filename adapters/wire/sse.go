@@ -97,6 +97,7 @@ func (s *SSEReader) field(ev *SSEEvent, data *bytes.Buffer, line []byte, sawFiel
 		return
 	}
 	*sawField = true
+	ev.Comment = false // a block with any field is not a keep-alive
 	name, value, _ := bytes.Cut(line, []byte(":"))
 	value = bytes.TrimPrefix(value, []byte(" "))
 	switch string(name) {

@@ -104,3 +104,19 @@ func TestInspectUsageErrors(t *testing.T) {
 		t.Errorf("version: %d %s", code, out)
 	}
 }
+
+func TestInspectACP(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "inspect", "-example", "acp-run-stream")
+	if code != 0 {
+		t.Fatalf("exit %d: %s %s", code, out, errOut)
+	}
+	var got inspectOutput
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatal(err)
+	}
+	r := got.Request
+	if r == nil || r.Operation != "stream" || r.Protocol.Name != "acp" || r.Agent != "kyc-refresh-agent" ||
+		r.Classification != "confidential" || r.ContextID != "ctx-pmt-771" {
+		t.Fatalf("request = %+v", r)
+	}
+}

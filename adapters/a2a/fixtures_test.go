@@ -245,3 +245,12 @@ func TestSecretsNeverRendered(t *testing.T) {
 		t.Fatalf("has_token missing: %s", out)
 	}
 }
+
+// TestSpecOnlyRequests: operations no SDK here implements, written from the spec.
+func TestSpecOnlyRequests(t *testing.T) {
+	_, req, f := readRequest(t, filepath.Join(fixtures, "spec/v0.3-rest-list.request.http"), Options{})
+	if f != nil || req.Operation != task.OpList || req.Protocol.Version != V03 || req.Protocol.Binding != task.BindingREST ||
+		req.Protocol.Method != "GET /v1/tasks" || req.ContextID != "ctx-pmt-771" {
+		t.Fatalf("%+v %v", req, f)
+	}
+}

@@ -1,0 +1,279 @@
+package authz
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/task"
+)
+
+// PolicyErrorCode is the denial code of a decision that could not be made (the
+// policy errored or left the decision undefined): writ fails closed.
+const PolicyErrorCode = "POLICY_ERROR"
+
+// Decision is the outcome of one policy evaluation. A denial is not an error: it is
+// a Decision with Allow false and every failed check in Denials. Decisions come from
+// a shared cache; treat them as read-only.
+type Decision struct {
+	ID       string
+	Allow    bool
+	Denials  []task.Denial
+	Headers  map[string]string
+	Revision string
+	CacheHit bool
+	// DryRun is set when the policy denied but dry-run mode let the request pass;
+	// Denials then hold the would-be denials.
+	DryRun bool
+}
+
+// Options configure an Engine.
+type Options struct {
+	// CacheSize bounds the decision cache (entries). 0 means DefaultCacheSize; a
+	// negative size disables the cache.
+	CacheSize int
+	// DryRun lets every request pass and logs the decisions that would have denied.
+	DryRun bool
+	Logger *slog.Logger
+}
+
+// DefaultCacheSize is the decision cache's default bound.
+const DefaultCacheSize = 10000
+
+// Engine evaluates decisions against the current policy. It is safe for concurrent
+// use; Swap replaces the policy atomically while decisions are in flight.
+type Engine struct {
+	policy atomic.Pointer[Policy]
+	cache  *lru.Cache[[32]byte, Decision]
+	hits   atomic.Uint64
+	misses atomic.Uint64
+	dryRun bool
+	log    *slog.Logger
+}
+
+// NewEngine returns an engine serving p.
+func NewEngine(p *Policy, opt Options) (*Engine, error) {
+	if p == nil {
+		return nil, errors.New("no policy")
+	}
+	e := &Engine{dryRun: opt.DryRun, log: opt.Logger}
+	if e.log == nil {
+		e.log = slog.Default()
+	}
+	size := opt.CacheSize
+	if size == 0 {
+		size = DefaultCacheSize
+	}
+	if size > 0 {
+		c, err := lru.New[[32]byte, Decision](size)
+		if err != nil {
+			return nil, fmt.Errorf("decision cache: %w", err)
+		}
+		e.cache = c
+	}
+	e.policy.Store(p)
+	return e, nil
+}
+
+// Policy returns the policy currently serving.
+func (e *Engine) Policy() *Policy { return e.policy.Load() }
+
+// Swap makes p the serving policy. Cached decisions of the old revision can never
+// match again (the revision is part of every key); they are purged to free memory.
+func (e *Engine) Swap(p *Policy) {
+	e.policy.Store(p)
+	if e.cache != nil {
+		e.cache.Purge()
+	}
+}
+
+// CacheStats returns the decision cache's hit and miss counts.
+func (e *Engine) CacheStats() (hits, misses uint64) { return e.hits.Load(), e.misses.Load() }
+
+// Decide evaluates the policy on in. It always returns a usable decision: when
+// evaluation fails the decision denies with POLICY_ERROR (or passes in dry-run),
+// and the error says why, for the log.
+func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
+	p := e.policy.Load()
+	var key [32]byte
+	if e.cache != nil {
+		key = Key(p.Revision, in)
+		if d, ok := e.cache.Get(key); ok {
+			e.hits.Add(1)
+			d.ID, d.CacheHit = newID(), true
+			return e.finish(d), nil
+		}
+		e.misses.Add(1)
+	}
+	d, err := evaluate(ctx, p, in)
+	d.Revision = p.Revision
+	if err != nil {
+		d = Decision{Revision: p.Revision, Denials: []task.Denial{{Code: PolicyErrorCode, Reason: err.Error()}}}
+	} else if e.cache != nil {
+		e.cache.Add(key, d)
+	}
+	d.ID = newID()
+	return e.finish(d), err
+}
+
+// finish applies dry-run: the request passes, the would-be denial is logged.
+func (e *Engine) finish(d Decision) Decision {
+	if e.dryRun && !d.Allow {
+		e.log.Warn("dry-run: request would be denied", "decision_id", d.ID, "denials", d.Denials, "revision", d.Revision)
+		d.Allow, d.DryRun = true, true
+	}
+	return d
+}
+
+// evaluate runs the prepared query and reads the decision object.
+func evaluate(ctx context.Context, p *Policy, in *Input) (Decision, error) {
+	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(in.Value()))
+	if err != nil {
+		return Decision{}, fmt.Errorf("policy evaluation: %w", err)
+	}
+	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
+		return Decision{}, errors.New("policy decision is undefined")
+	}
+	obj, ok := rs[0].Expressions[0].Value.(map[string]any)
+	if !ok {
+		return Decision{}, fmt.Errorf("policy decision is %T, not an object", rs[0].Expressions[0].Value)
+	}
+	allow, ok := obj["allow"].(bool)
+	if !ok {
+		return Decision{}, errors.New(`policy decision has no boolean "allow"`)
+	}
+	d := Decision{Allow: allow}
+	if raw, ok := obj["denials"]; ok {
+		list, ok := raw.([]any)
+		if !ok {
+			return Decision{}, errors.New(`policy decision "denials" is not a list`)
+		}
+		for _, item := range list {
+			m, ok := item.(map[string]any)
+			code, _ := m["code"].(string)
+			reason, _ := m["reason"].(string)
+			if !ok || code == "" {
+				return Decision{}, fmt.Errorf("policy denial %v has no code", item)
+			}
+			d.Denials = append(d.Denials, task.Denial{Code: code, Reason: reason})
+		}
+	}
+	if d.Allow && len(d.Denials) > 0 {
+		return Decision{}, errors.New("policy decision allows with denials")
+	}
+	if !d.Allow && len(d.Denials) == 0 {
+		d.Denials = []task.Denial{{Code: "DENIED", Reason: "the policy denied without a reason"}}
+	}
+	if raw, ok := obj["headers"].(map[string]any); ok {
+		d.Headers = map[string]string{}
+		for k, v := range raw {
+			if s, ok := v.(string); ok {
+				d.Headers[k] = s
+			}
+		}
+	}
+	return d, nil
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Key is the decision-cache key of an input under a policy revision: a SHA-256
+// over every input field, in a fixed order with length prefixes. The input holds no
+// per-request noise (message ids, text), so identical delegations share a key.
+func Key(revision string, in *Input) [32]byte {
+	b := make([]byte, 0, 512)
+	s := func(v string) {
+		b = append(b, byte(len(v)>>24), byte(len(v)>>16), byte(len(v)>>8), byte(len(v)))
+		b = append(b, v...)
+	}
+	list := func(vs []string) {
+		b = append(b, '[', byte(len(vs)))
+		for _, v := range vs {
+			s(v)
+		}
+	}
+	flag := func(v bool) {
+		if v {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	num := func(n int) { b = append(b, byte(n>>24), byte(n>>16), byte(n>>8), byte(n)) }
+	s(revision)
+	s(in.Version)
+	s(in.Operation)
+	s(in.Protocol.Name)
+	s(in.Protocol.Version)
+	s(in.Protocol.Binding)
+	s(in.Protocol.Method)
+	c := &in.Caller
+	flag(c.Authenticated)
+	s(c.Method)
+	s(c.Issuer)
+	s(c.AgentID)
+	s(c.UserID)
+	s(c.Tenant)
+	list(c.Scopes)
+	list(c.Chain)
+	d := c.claimsDigest
+	if d == ([32]byte{}) {
+		d = identity.DigestClaims(c.Claims)
+	}
+	b = append(b, d[:]...)
+	t := &in.Target
+	s(t.Name)
+	s(t.Owner)
+	list(t.Tenants)
+	s(t.MaxClassification)
+	list(t.SecuritySchemes)
+	num(len(t.Skills))
+	for _, sk := range t.Skills {
+		s(sk.ID)
+		list(sk.Tags)
+	}
+	flag(t.PushNotifications)
+	k := &in.Task
+	s(k.ID)
+	s(k.ContextID)
+	s(k.State)
+	flag(k.Owner != nil)
+	if o := k.Owner; o != nil {
+		s(o.AgentID)
+		s(o.Tenant)
+		s(o.UserID)
+	}
+	s(k.Classification)
+	num(k.Parts.Text)
+	num(k.Parts.File)
+	num(k.Parts.Data)
+	list(k.FileURIs)
+	s(k.Skill)
+	flag(in.Push != nil)
+	if p := in.Push; p != nil {
+		s(p.URL)
+		s(p.Scheme)
+		s(p.Host)
+		num(p.Port)
+		flag(p.HasToken)
+		s(p.AuthScheme)
+	}
+	s(in.Request.Method)
+	s(in.Request.Path)
+	s(in.Request.Host)
+	s(in.Request.SourceAddress)
+	return sha256.Sum256(b)
+}

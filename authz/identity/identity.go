@@ -1,0 +1,292 @@
+// Package identity turns a request's credentials (JWT, mTLS certificate, static token) into the authenticated caller.
+package identity
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+)
+
+// The values of Caller.Method. They are part of the policy contract
+// (input.caller.method), so they never change.
+const (
+	MethodJWT       = "jwt"
+	MethodMTLS      = "mtls"
+	MethodStatic    = "static"
+	MethodAnonymous = "anonymous"
+)
+
+// Sentinel errors. Identify wraps exactly one of them, so callers can map a failure to
+// a stable reason with errors.Is; the wrapped text says what was wrong, never the token.
+var (
+	ErrTokenInvalid     = errors.New("identity: invalid token")
+	ErrTokenExpired     = errors.New("identity: token expired")
+	ErrTokenNotYetValid = errors.New("identity: token not yet valid")
+	ErrUnknownIssuer    = errors.New("identity: unknown issuer")
+	ErrUnknownKey       = errors.New("identity: unknown signing key")
+	ErrKeysUnavailable  = errors.New("identity: signing keys unavailable")
+	ErrChainTooDeep     = errors.New("identity: delegation chain too deep")
+	ErrClaimType        = errors.New("identity: claim has the wrong type or value")
+	ErrCertificate      = errors.New("identity: client certificate not accepted")
+)
+
+// Caller is who authenticated, never what a header claims. Its JSON names are those of
+// input.caller in the policy contract.
+//
+// A Caller returned by Identify may be shared with other requests through the token
+// cache: treat Scopes, Chain and Claims as read-only.
+type Caller struct {
+	Authenticated bool     `json:"authenticated"`
+	Method        string   `json:"method"` // one of the Method constants
+	Issuer        string   `json:"issuer,omitempty"`
+	AgentID       string   `json:"agent_id,omitempty"`
+	UserID        string   `json:"user_id,omitempty"`
+	Tenant        string   `json:"tenant,omitempty"`
+	Scopes        []string `json:"scopes,omitempty"`
+	// Chain is the delegation chain, oldest hop first, the caller itself excluded.
+	Chain []string `json:"delegation_chain,omitempty"`
+	// Classification is the highest data classification the credential allows
+	// (public|internal|confidential|restricted), or "" when it names none.
+	Classification string `json:"classification,omitempty"`
+	// Claims are the verified JWT claims, for policies; nil for other methods.
+	Claims map[string]any `json:"claims,omitempty"`
+	// Expires is when the credential stops being valid; zero when not applicable.
+	Expires time.Time `json:"-"`
+	// ClaimsDigest is DigestClaims(Claims), computed once when a token is
+	// verified so that per-request work (decision-cache keys) need not encode the
+	// claims again. Zero means not computed. It must match Claims: a Caller from
+	// Identify is read-only.
+	ClaimsDigest [sha256.Size]byte `json:"-"`
+}
+
+// DigestClaims is the SHA-256 of the claims' JSON form (encoding/json sorts
+// object keys, so the form is canonical).
+func DigestClaims(claims map[string]any) [sha256.Size]byte {
+	raw, err := json.Marshal(claims)
+	if err != nil {
+		// Verified JSON claims always encode; if not, no digest may ever collide.
+		return [sha256.Size]byte{}
+	}
+	return sha256.Sum256(raw)
+}
+
+// Anonymous is the caller of a request that presented no credentials.
+func Anonymous() Caller { return Caller{Method: MethodAnonymous} }
+
+// Credentials are what a request presents.
+type Credentials struct {
+	// Header is the request's header; only Authorization is read. Keys must be in
+	// canonical form, as http.Header's methods make them.
+	Header http.Header
+	// PeerCertificates is the client's certificate chain, leaf first. Identify trusts
+	// it as verified: chain verification against the trust bundle is the TLS layer's
+	// job (or Envoy's, in ext_authz mode), and it must have been done before Identify.
+	PeerCertificates []*x509.Certificate
+}
+
+// maxTokenBytes bounds the bearer token: anything larger is refused before it is
+// hashed or decoded.
+const maxTokenBytes = 16 << 10
+
+// Resolver identifies callers. It is safe for concurrent use; Identify of a token seen
+// before (and not yet expired) is a hash and a cache lookup. A cached token stays
+// accepted until its exp even if its key leaves the JWKS meanwhile: short-lived tokens
+// are what bound that window.
+type Resolver struct {
+	issuers  map[string]*jwtIssuer
+	static   map[[sha256.Size]byte]Caller // keyed by SHA-256 of the token
+	mtls     *mtlsSource
+	maxDepth int
+
+	cache         *lru.Cache[[sha256.Size]byte, Caller]
+	hits, misses  atomic.Uint64
+	verifications atomic.Uint64 // signature checks attempted: lets tests see the cache work
+
+	now func() time.Time
+	bg  *background
+}
+
+// New validates cfg, loads the files it names (JWKS files, static tokens, the SPIFFE
+// mapping) and returns a Resolver. Errors name the offending configuration key, e.g.
+// `identity.jwt[0].jwks_url: must be https`. JWKS URLs are not fetched here but on
+// first use, so New does no network I/O and is what `writ validate` runs.
+func New(cfg Config) (*Resolver, error) { return newResolver(cfg, time.Now) }
+
+func newResolver(cfg Config, now func() time.Time) (*Resolver, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	r := &Resolver{
+		issuers:  make(map[string]*jwtIssuer, len(cfg.JWT)),
+		maxDepth: cfg.MaxChainDepth,
+		now:      now,
+		bg:       newBackground(),
+	}
+	r.cache, err = lru.New[[sha256.Size]byte, Caller](cfg.TokenCacheSize)
+	if err != nil {
+		return nil, fmt.Errorf("identity.token_cache_size: %w", err)
+	}
+	for i, ic := range cfg.JWT {
+		iss, err := newIssuer(ic, fmt.Sprintf("identity.jwt[%d]", i), now, r.bg)
+		if err != nil {
+			return nil, err
+		}
+		r.issuers[iss.name] = iss
+	}
+	if cfg.StaticTokensFile != "" {
+		if r.static, err = loadStatic(cfg.StaticTokensFile); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.MTLS != nil {
+		if r.mtls, err = newMTLS(*cfg.MTLS); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Identify returns the caller that c authenticates.
+//
+// No credentials: Anonymous() and a nil error. Credentials that fail: Anonymous() and
+// an error wrapping one of the sentinel errors. A bearer token is used if present (a
+// JWT if it is in JWS compact form, else a static token); a failing bearer token never
+// falls through to the client certificate. The certificate is used only when there is
+// no bearer token and mTLS is configured.
+//
+// ctx is reserved: JWKS fetches deliberately run on the Resolver's own context (see
+// keySet.refetch), so a request's cancellation cannot abort a shared fetch.
+func (r *Resolver) Identify(ctx context.Context, c Credentials) (Caller, error) {
+	tok, ok, err := bearer(c.Header)
+	if err != nil {
+		return Anonymous(), err
+	}
+	if ok {
+		caller, err := r.identifyBearer(tok)
+		if err != nil {
+			return Anonymous(), err
+		}
+		return caller, nil
+	}
+	if len(c.PeerCertificates) > 0 && r.mtls != nil {
+		caller, err := r.mtls.identify(c.PeerCertificates[0])
+		if err != nil {
+			return Anonymous(), err
+		}
+		return caller, nil
+	}
+	return Anonymous(), nil
+}
+
+// bearer extracts the token of an `Authorization: Bearer` header. ok is false when
+// there is no Authorization header or it uses another scheme (which writ leaves to the
+// upstream); a Bearer header with no usable token is an error.
+func bearer(h http.Header) (tok string, ok bool, err error) {
+	vals := h.Values("Authorization")
+	if len(vals) == 0 {
+		return "", false, nil
+	}
+	if len(vals) > 1 {
+		return "", false, fmt.Errorf("%w: more than one Authorization header", ErrTokenInvalid)
+	}
+	scheme, rest, _ := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", false, nil
+	}
+	tok = strings.TrimSpace(rest)
+	switch {
+	case tok == "":
+		return "", false, fmt.Errorf("%w: empty bearer token", ErrTokenInvalid)
+	case len(tok) > maxTokenBytes:
+		return "", false, fmt.Errorf("%w: bearer token longer than %d bytes", ErrTokenInvalid, maxTokenBytes)
+	case strings.ContainsAny(tok, " \t"):
+		return "", false, fmt.Errorf("%w: bearer token contains whitespace", ErrTokenInvalid)
+	}
+	return tok, true, nil
+}
+
+func (r *Resolver) identifyBearer(tok string) (Caller, error) {
+	key := sha256.Sum256([]byte(tok))
+	now := r.now()
+	if c, ok := r.cache.Get(key); ok {
+		if now.Before(c.Expires) {
+			r.hits.Add(1)
+			return c, nil
+		}
+		r.cache.Remove(key)
+	}
+	if looksLikeJWS(tok) {
+		r.misses.Add(1)
+		c, err := r.verifyJWT(tok, now)
+		if err != nil {
+			return Caller{}, err
+		}
+		// Only a token still strictly unexpired is cached; one accepted inside the
+		// leeway is verified again next time, so the cache never extends a token's life.
+		if now.Before(c.Expires) {
+			r.cache.Add(key, c)
+		}
+		return c, nil
+	}
+	if c, ok := r.static[key]; ok {
+		return c, nil
+	}
+	if r.static == nil {
+		return Caller{}, fmt.Errorf("%w: not a JWT, and no static tokens are configured", ErrTokenInvalid)
+	}
+	return Caller{}, fmt.Errorf("%w: not a JWT, and not a known static token", ErrTokenInvalid)
+}
+
+// CacheStats returns the verified-token cache's hit and miss counts since New. Only
+// JWTs go through the cache.
+func (r *Resolver) CacheStats() (hits, misses uint64) { return r.hits.Load(), r.misses.Load() }
+
+// Close stops background JWKS refreshes and waits for any in flight. Identify keeps
+// working after Close with the keys already fetched.
+func (r *Resolver) Close() { r.bg.close() }
+
+// background runs the JWKS refreshes that must not hold up a request, and lets Close
+// wait for them.
+type background struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func newBackground() *background {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &background{ctx: ctx, cancel: cancel}
+}
+
+// goFunc runs f on a new goroutine unless Close has been called; it reports whether f
+// was started.
+func (b *background) goFunc(f func()) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return false
+	}
+	b.wg.Go(f)
+	return true
+}
+
+func (b *background) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.mu.Unlock()
+	b.cancel()
+	b.wg.Wait()
+}

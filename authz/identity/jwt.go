@@ -1,0 +1,325 @@
+package identity
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/writ-authz/writ/task"
+)
+
+// jwtIssuer is one configured issuer with its defaults applied.
+type jwtIssuer struct {
+	name                 string
+	algs                 []jose.SignatureAlgorithm
+	audiences            []string
+	leeway               time.Duration
+	tenantClaim          string
+	scopeClaims          []string // tried in order; the first present wins
+	classificationClaims []string // likewise
+	keys                 *keySet
+}
+
+func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background) (*jwtIssuer, error) {
+	iss := &jwtIssuer{
+		name:                 ic.Issuer,
+		audiences:            ic.Audiences,
+		leeway:               ic.Leeway,
+		tenantClaim:          ic.TenantClaim,
+		scopeClaims:          []string{"scope", "scp"},
+		classificationClaims: []string{"classification", "data_classification"},
+	}
+	for _, a := range ic.Algorithms {
+		iss.algs = append(iss.algs, asymmetric[a])
+	}
+	if ic.ScopeClaim != "" {
+		iss.scopeClaims = []string{ic.ScopeClaim}
+	}
+	if ic.ClassificationClaim != "" {
+		iss.classificationClaims = []string{ic.ClassificationClaim}
+	}
+	if ic.JWKSFile != "" {
+		ks, err := loadKeyFile(ic.JWKSFile, now())
+		if err != nil {
+			return nil, fmt.Errorf("%s.jwks_file: %w", key, err)
+		}
+		iss.keys = ks
+		return iss, nil
+	}
+	iss.keys = &keySet{url: ic.JWKSURL, client: ic.HTTPClient, refresh: ic.JWKSRefresh, now: now, bg: bg}
+	return iss, nil
+}
+
+var b64 = base64.RawURLEncoding
+
+// looksLikeJWS reports whether tok is in JWS compact form: three dot-separated parts,
+// the first a base64url JSON object. Such a token is a JWT and is judged as one only;
+// anything else may be a static token.
+func looksLikeJWS(tok string) bool {
+	hdr, rest, ok := strings.Cut(tok, ".")
+	if !ok || strings.Count(rest, ".") != 1 {
+		return false
+	}
+	raw, err := b64.DecodeString(hdr)
+	if err != nil {
+		return false
+	}
+	var obj map[string]json.RawMessage
+	return json.Unmarshal(raw, &obj) == nil && obj != nil
+}
+
+// verifyJWT verifies a compact JWS and turns its claims into a Caller. The order
+// matters: the issuer is found from the unverified iss only to pick its keys and
+// algorithms; nothing from the payload is believed before the signature verifies.
+func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
+	_, rest, _ := strings.Cut(tok, ".")
+	body, _, _ := strings.Cut(rest, ".")
+	raw, err := b64.DecodeString(body)
+	if err != nil {
+		return Caller{}, fmt.Errorf("%w: payload is not base64url", ErrTokenInvalid)
+	}
+	var peek struct {
+		Iss any `json:"iss"`
+	}
+	if err := json.Unmarshal(raw, &peek); err != nil {
+		return Caller{}, fmt.Errorf("%w: payload is not a JSON object", ErrTokenInvalid)
+	}
+	name, ok := peek.Iss.(string)
+	if !ok {
+		if peek.Iss == nil {
+			return Caller{}, fmt.Errorf("%w: token has no iss claim", ErrUnknownIssuer)
+		}
+		return Caller{}, fmt.Errorf("%w: iss is not a string", ErrClaimType)
+	}
+	iss := r.issuers[name]
+	if iss == nil {
+		return Caller{}, fmt.Errorf("%w: %q", ErrUnknownIssuer, trunc(name))
+	}
+
+	// The algorithm allow-list is what refuses alg "none" and an HS256 token "signed"
+	// with the issuer's public key: neither ever reaches a key.
+	jws, err := jose.ParseSignedCompact(tok, iss.algs)
+	if err != nil {
+		return Caller{}, fmt.Errorf("%w: %v", ErrTokenInvalid, err)
+	}
+	hdr := jws.Signatures[0].Header
+	keys, err := iss.keys.find(hdr.KeyID, hdr.Algorithm)
+	if err != nil {
+		return Caller{}, err
+	}
+	var payload []byte
+	for _, k := range keys {
+		r.verifications.Add(1)
+		if p, err := jws.Verify(k); err == nil {
+			payload = p
+			break
+		}
+	}
+	if payload == nil {
+		return Caller{}, fmt.Errorf("%w: signature does not verify (kid %q)", ErrTokenInvalid, trunc(hdr.KeyID))
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(payload, &claims); err != nil || claims == nil {
+		return Caller{}, fmt.Errorf("%w: claims are not a JSON object", ErrTokenInvalid)
+	}
+	c, err := iss.caller(claims, now, r.maxDepth)
+	if err != nil {
+		return Caller{}, err
+	}
+	c.ClaimsDigest = DigestClaims(c.Claims)
+	return c, nil
+}
+
+// caller checks verified claims and maps them to a Caller.
+func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int) (Caller, error) {
+	if s, _ := claims["iss"].(string); s != iss.name {
+		return Caller{}, fmt.Errorf("%w: iss changed after verification", ErrTokenInvalid)
+	}
+	if err := iss.checkAudience(claims["aud"]); err != nil {
+		return Caller{}, err
+	}
+	exp, ok, err := numericDate(claims, "exp")
+	if err != nil {
+		return Caller{}, err
+	}
+	// A token without exp would be valid forever, and cached forever: refuse it.
+	if !ok {
+		return Caller{}, fmt.Errorf("%w: token has no exp claim", ErrTokenInvalid)
+	}
+	if now.After(exp.Add(iss.leeway)) {
+		return Caller{}, fmt.Errorf("%w: at %s", ErrTokenExpired, exp.UTC().Format(time.RFC3339))
+	}
+	nbf, ok, err := numericDate(claims, "nbf")
+	if err != nil {
+		return Caller{}, err
+	}
+	if ok && now.Add(iss.leeway).Before(nbf) {
+		return Caller{}, fmt.Errorf("%w: not before %s", ErrTokenNotYetValid, nbf.UTC().Format(time.RFC3339))
+	}
+
+	c := Caller{Authenticated: true, Method: MethodJWT, Issuer: iss.name, Claims: claims, Expires: exp}
+	if c.Tenant, err = stringClaim(claims, iss.tenantClaim); err != nil {
+		return Caller{}, err
+	}
+	if c.Scopes, err = iss.scopes(claims); err != nil {
+		return Caller{}, err
+	}
+	if c.Classification, err = iss.classification(claims); err != nil {
+		return Caller{}, err
+	}
+	if c.AgentID, c.UserID, c.Chain, err = actors(claims, maxDepth); err != nil {
+		return Caller{}, err
+	}
+	return c, nil
+}
+
+func (iss *jwtIssuer) checkAudience(v any) error {
+	var auds []string
+	switch a := v.(type) {
+	case nil:
+		return fmt.Errorf("%w: token has no aud claim", ErrTokenInvalid)
+	case string:
+		auds = []string{a}
+	case []any:
+		for _, x := range a {
+			s, ok := x.(string)
+			if !ok {
+				return fmt.Errorf("%w: aud is not a string or a list of strings", ErrClaimType)
+			}
+			auds = append(auds, s)
+		}
+	default:
+		return fmt.Errorf("%w: aud is not a string or a list of strings", ErrClaimType)
+	}
+	for _, a := range auds {
+		for _, want := range iss.audiences {
+			if a == want {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: audience not accepted", ErrTokenInvalid)
+}
+
+// maxNumericDate is 9999-12-31: a later exp is a malformed token, not a long-lived one.
+const maxNumericDate = 253402300799
+
+// numericDate reads an RFC 7519 NumericDate claim; ok is false when it is absent.
+func numericDate(claims map[string]any, name string) (t time.Time, ok bool, err error) {
+	v, present := claims[name]
+	if !present || v == nil {
+		return time.Time{}, false, nil
+	}
+	f, isNum := v.(float64)
+	if !isNum || math.IsNaN(f) || f < 0 || f > maxNumericDate {
+		return time.Time{}, false, fmt.Errorf("%w: %s is not a NumericDate", ErrClaimType, name)
+	}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(frac*1e9)), true, nil
+}
+
+// stringClaim reads an optional string claim; JSON null counts as absent.
+func stringClaim(claims map[string]any, name string) (string, error) {
+	v, ok := claims[name]
+	if !ok || v == nil {
+		return "", nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", fmt.Errorf("%w: %s is not a string", ErrClaimType, name)
+	}
+	return s, nil
+}
+
+// scopes reads the first scope claim present: a space-separated string (OAuth's
+// "scope") or a list of strings (the common "scp").
+func (iss *jwtIssuer) scopes(claims map[string]any) ([]string, error) {
+	for _, name := range iss.scopeClaims {
+		switch v := claims[name].(type) {
+		case nil:
+			continue
+		case string:
+			return strings.Fields(v), nil
+		case []any:
+			out := make([]string, 0, len(v))
+			for _, x := range v {
+				s, ok := x.(string)
+				if !ok {
+					return nil, fmt.Errorf("%w: %s is not a list of strings", ErrClaimType, name)
+				}
+				out = append(out, s)
+			}
+			return out, nil
+		default:
+			return nil, fmt.Errorf("%w: %s is not a string or a list of strings", ErrClaimType, name)
+		}
+	}
+	return nil, nil
+}
+
+// classification reads the first classification claim present and refuses an unknown
+// level: a token that mislabels its clearance must not pass as having none.
+func (iss *jwtIssuer) classification(claims map[string]any) (string, error) {
+	for _, name := range iss.classificationClaims {
+		s, err := stringClaim(claims, name)
+		if err != nil {
+			return "", err
+		}
+		if s == "" {
+			continue
+		}
+		if _, err := task.ParseLevel(s); err != nil {
+			return "", fmt.Errorf("%w: %s: %v", ErrClaimType, name, err)
+		}
+		return s, nil
+	}
+	return "", nil
+}
+
+// actors reads RFC 8693 delegation. With act, sub is the user, the outermost act.sub is
+// the calling agent and deeper act.subs are earlier hops, returned oldest first.
+// Without act, the agent is azp, else client_id, else sub, and there is no user.
+//
+// The act nesting is walked in a loop bounded by maxDepth, not recursively, so a
+// hostile token costs at most maxDepth steps here.
+func actors(claims map[string]any, maxDepth int) (agent, user string, chain []string, err error) {
+	act, ok := claims["act"]
+	if !ok {
+		for _, name := range []string{"azp", "client_id", "sub"} {
+			if agent, err = stringClaim(claims, name); err != nil || agent != "" {
+				return agent, "", nil, err
+			}
+		}
+		return "", "", nil, fmt.Errorf("%w: token names no subject (azp, client_id or sub)", ErrTokenInvalid)
+	}
+	if user, err = stringClaim(claims, "sub"); err != nil {
+		return "", "", nil, err
+	}
+	var hops []string // outermost (current actor) first
+	for depth := 1; ; depth++ {
+		if depth > maxDepth {
+			return "", "", nil, fmt.Errorf("%w: act nested deeper than %d", ErrChainTooDeep, maxDepth)
+		}
+		obj, ok := act.(map[string]any)
+		if !ok {
+			return "", "", nil, fmt.Errorf("%w: act at depth %d is not an object", ErrClaimType, depth)
+		}
+		sub, ok := obj["sub"].(string)
+		if !ok || sub == "" {
+			return "", "", nil, fmt.Errorf("%w: act.sub at depth %d is not a non-empty string", ErrClaimType, depth)
+		}
+		hops = append(hops, sub)
+		if act, ok = obj["act"]; !ok {
+			break
+		}
+	}
+	for i := len(hops) - 1; i >= 1; i-- {
+		chain = append(chain, hops[i])
+	}
+	return hops[0], user, chain, nil
+}

@@ -1,0 +1,188 @@
+package identity
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	jose "github.com/go-jose/go-jose/v4"
+)
+
+// nest builds an act claim n levels deep: hop-1 outermost.
+func nest(n int) map[string]any {
+	var act map[string]any
+	for i := n; i >= 1; i-- {
+		next := map[string]any{"sub": "hop-" + strconv.Itoa(i)}
+		if act != nil {
+			next["act"] = act
+		}
+		act = next
+	}
+	return act
+}
+
+// unsigned hand-builds a token with alg "none" and an empty signature.
+func unsigned(t *testing.T, claims map[string]any) string {
+	t.Helper()
+	h, _ := json.Marshal(map[string]any{"alg": "none", "typ": "JWT", "kid": "rsa-1"})
+	p, _ := json.Marshal(claims)
+	return base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(p) + "."
+}
+
+// hmacWithPublicKey signs with HS256 using the RSA public key's PEM as the secret:
+// the key-confusion attack on verifiers that let the token pick the algorithm.
+func hmacWithPublicKey(t *testing.T, k testKey, claims map[string]any) string {
+	t.Helper()
+	der, err := x509.MarshalPKIXPublicKey(k.jwk.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.HS256, Key: jose.JSONWebKey{Key: secret, KeyID: k.jwk.KeyID}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := json.Marshal(claims)
+	jws, err := s.Sign(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, _ := jws.CompactSerialize()
+	return tok
+}
+
+func TestJWT(t *testing.T) {
+	clock := newClock()
+	rsaKey, ecKey, edKey := newKey(t, jose.RS256, "rsa-1"), newKey(t, jose.ES256, "ec-1"), newKey(t, jose.EdDSA, "ed-1")
+	srv := newJWKSServer(t, rsaKey, ecKey, edKey)
+	r := newTestResolver(t, Config{JWT: []IssuerConfig{issuerFor(srv)}}, clock)
+	now := clock.Now()
+
+	with := func(mut func(c map[string]any)) map[string]any {
+		c := claimsAt(now)
+		mut(c)
+		return c
+	}
+	delegated := func(t *testing.T, c Caller) {
+		t.Helper()
+		if !c.Authenticated || c.Method != MethodJWT || c.Issuer != testIssuer || c.UserID != "u-42" ||
+			c.AgentID != "payments-investigator" || !slices.Equal(c.Chain, []string{"orchestrator"}) ||
+			c.Tenant != "wholesale" || !slices.Equal(c.Scopes, []string{"delegate", "tasks.read"}) ||
+			!c.Expires.Equal(time.Unix(now.Add(time.Hour).Unix(), 0)) || c.Claims["sub"] != "u-42" {
+			t.Errorf("caller = %+v", c)
+		}
+	}
+	cases := []struct {
+		name  string
+		tok   string
+		want  error
+		check func(*testing.T, Caller)
+	}{
+		{"RS256", rsaKey.sign(t, claimsAt(now)), nil, delegated},
+		{"ES256", ecKey.sign(t, claimsAt(now)), nil, delegated},
+		{"EdDSA", edKey.sign(t, claimsAt(now)), nil, delegated},
+		{"expired", rsaKey.sign(t, with(func(c map[string]any) { c["exp"] = now.Add(-time.Minute).Unix() })), ErrTokenExpired, nil},
+		{"expired within leeway", rsaKey.sign(t, with(func(c map[string]any) { c["exp"] = now.Add(-20 * time.Second).Unix() })), nil, nil},
+		{"not yet valid", rsaKey.sign(t, with(func(c map[string]any) { c["nbf"] = now.Add(time.Minute).Unix() })), ErrTokenNotYetValid, nil},
+		{"nbf within leeway", rsaKey.sign(t, with(func(c map[string]any) { c["nbf"] = now.Add(20 * time.Second).Unix() })), nil, nil},
+		{"no exp", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "exp") })), ErrTokenInvalid, nil},
+		{"wrong issuer", rsaKey.sign(t, with(func(c map[string]any) { c["iss"] = "https://evil.example" })), ErrUnknownIssuer, nil},
+		{"no issuer", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "iss") })), ErrUnknownIssuer, nil},
+		{"wrong audience", rsaKey.sign(t, with(func(c map[string]any) { c["aud"] = "someone-else" })), ErrTokenInvalid, nil},
+		{"audience list", rsaKey.sign(t, with(func(c map[string]any) { c["aud"] = []string{"x", testAudience} })), nil, nil},
+		{"no audience", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "aud") })), ErrTokenInvalid, nil},
+		{"alg none", unsigned(t, claimsAt(now)), ErrTokenInvalid, nil},
+		{"HS256 with the RSA public key", hmacWithPublicKey(t, rsaKey, claimsAt(now)), ErrTokenInvalid, nil},
+		{"signature by another key", newKey(t, jose.RS256, "rsa-1").sign(t, claimsAt(now)), ErrTokenInvalid, nil},
+		{"tenant is a number", rsaKey.sign(t, with(func(c map[string]any) { c["tenant"] = 7 })), ErrClaimType, nil},
+		{"scope is an object", rsaKey.sign(t, with(func(c map[string]any) { c["scope"] = map[string]any{"a": 1} })), ErrClaimType, nil},
+		{"scp is a list", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []string{"a", "b"} })), nil,
+			func(t *testing.T, c Caller) {
+				if !slices.Equal(c.Scopes, []string{"a", "b"}) {
+					t.Errorf("scopes = %q", c.Scopes)
+				}
+			}},
+		{"scp has a number", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []any{"a", 1} })), ErrClaimType, nil},
+		{"act is a string", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = "orchestrator" })), ErrClaimType, nil},
+		{"act.sub is a number", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = map[string]any{"sub": 1} })), ErrClaimType, nil},
+		{"act nested 100 deep", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = nest(100) })), ErrChainTooDeep, nil},
+		{"act nested 16 deep", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = nest(16) })), nil,
+			func(t *testing.T, c Caller) {
+				if c.AgentID != "hop-1" || len(c.Chain) != 15 || c.Chain[0] != "hop-16" || c.Chain[14] != "hop-2" {
+					t.Errorf("agent %q chain %q", c.AgentID, c.Chain)
+				}
+			}},
+		{"classification", rsaKey.sign(t, with(func(c map[string]any) { c["classification"] = "confidential" })), nil,
+			func(t *testing.T, c Caller) {
+				if c.Classification != "confidential" {
+					t.Errorf("classification = %q", c.Classification)
+				}
+			}},
+		{"classification unknown", rsaKey.sign(t, with(func(c map[string]any) { c["classification"] = "top-secret" })), ErrClaimType, nil},
+		{"classification a number", rsaKey.sign(t, with(func(c map[string]any) { c["data_classification"] = 3 })), ErrClaimType, nil},
+		{"exp a string", rsaKey.sign(t, with(func(c map[string]any) { c["exp"] = "tomorrow" })), ErrClaimType, nil},
+		{"no act: agent is azp", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "act"); c["azp"] = "kyc"; c["client_id"] = "x" })), nil,
+			func(t *testing.T, c Caller) {
+				if c.AgentID != "kyc" || c.UserID != "" || c.Chain != nil {
+					t.Errorf("caller = %+v", c)
+				}
+			}},
+		{"no act: agent is client_id, then sub", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "act"); c["client_id"] = "svc" })), nil,
+			func(t *testing.T, c Caller) {
+				if c.AgentID != "svc" {
+					t.Errorf("agent = %q", c.AgentID)
+				}
+			}},
+		{"no subject at all", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "act"); delete(c, "sub") })), ErrTokenInvalid, nil},
+		{"payload not JSON", "eyJhbGciOiJSUzI1NiJ9.bm90LWpzb24.c2ln", ErrTokenInvalid, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := r.Identify(context.Background(), bearerCreds(tc.tok))
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if err != nil {
+				if c.Authenticated || c.Method != MethodAnonymous {
+					t.Errorf("failed identify returned %+v, want Anonymous()", c)
+				}
+				return
+			}
+			if tc.check != nil {
+				tc.check(t, c)
+			}
+		})
+	}
+}
+
+func TestBearerHeader(t *testing.T) {
+	r := newTestResolver(t, Config{}, newClock())
+	for name, tc := range map[string]struct {
+		h    []string
+		want error
+	}{
+		"no header":        {nil, nil},
+		"basic auth":       {[]string{"Basic dXNlcjpwYXNz"}, nil},
+		"empty bearer":     {[]string{"Bearer "}, ErrTokenInvalid},
+		"two headers":      {[]string{"Bearer a", "Bearer b"}, ErrTokenInvalid},
+		"inner whitespace": {[]string{"Bearer a b"}, ErrTokenInvalid},
+		"no source for it": {[]string{"bearer opaque-token"}, ErrTokenInvalid},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c, err := r.Identify(context.Background(), Credentials{Header: map[string][]string{"Authorization": tc.h}})
+			if !errors.Is(err, tc.want) || (tc.want == nil) != (err == nil) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if c.Authenticated || c.Method != MethodAnonymous {
+				t.Errorf("caller = %+v, want anonymous", c)
+			}
+		})
+	}
+}

@@ -1,0 +1,228 @@
+package authz
+
+import (
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/task"
+)
+
+// InputVersion is the version of the policy input document. Change the document
+// only additively; compliance writes Rego against it.
+const InputVersion = "writ/v1"
+
+// Input is the writ/v1 policy input. Its JSON field names are the policy contract
+// (README "Policy input"); Value converts it to an OPA value without a JSON round
+// trip, and a test keeps the two in step.
+type Input struct {
+	Version   string        `json:"version"`
+	Operation string        `json:"operation"`
+	Protocol  InputProtocol `json:"protocol"`
+	Caller    InputCaller   `json:"caller"`
+	Target    InputTarget   `json:"target"`
+	Task      InputTask     `json:"task"`
+	Push      *InputPush    `json:"push,omitempty"`
+	Request   InputRequest  `json:"request"`
+}
+
+// InputProtocol says which protocol carried the request.
+type InputProtocol struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Binding string `json:"binding"`
+	Method  string `json:"method"`
+}
+
+// InputCaller is who authenticated.
+type InputCaller struct {
+	Authenticated bool           `json:"authenticated"`
+	Method        string         `json:"method"`
+	Issuer        string         `json:"issuer"`
+	AgentID       string         `json:"agent_id"`
+	UserID        string         `json:"user_id"`
+	Tenant        string         `json:"tenant"`
+	Scopes        []string       `json:"scopes"`
+	Chain         []string       `json:"delegation_chain"`
+	Claims        map[string]any `json:"claims"`
+	// claimsDigest is identity's digest of Claims (zero: compute when needed).
+	claimsDigest [32]byte
+}
+
+// InputTarget is the protected agent's platform metadata, from writ's config.
+type InputTarget struct {
+	Name              string       `json:"name"`
+	Owner             string       `json:"owner"`
+	Tenants           []string     `json:"tenants"`
+	MaxClassification string       `json:"max_data_classification"`
+	SecuritySchemes   []string     `json:"security_schemes"`
+	Skills            []InputSkill `json:"skills"`
+	PushNotifications bool         `json:"push_notifications"`
+}
+
+// InputSkill is one skill of the target.
+type InputSkill struct {
+	ID   string   `json:"id"`
+	Tags []string `json:"tags"`
+}
+
+// InputTask is the task the request creates or acts on.
+type InputTask struct {
+	ID             string          `json:"id"`
+	ContextID      string          `json:"context_id"`
+	State          string          `json:"state"`
+	Owner          *InputOwner     `json:"owner,omitempty"`
+	Classification string          `json:"data_classification"`
+	Parts          task.PartCounts `json:"parts"`
+	FileURIs       []string        `json:"file_uris"`
+	Skill          string          `json:"skill"`
+}
+
+// InputOwner is who created the task, from writ's lifecycle record.
+type InputOwner struct {
+	AgentID string `json:"agent_id"`
+	Tenant  string `json:"tenant"`
+	UserID  string `json:"user_id"`
+}
+
+// InputPush is a push-notification config being set.
+type InputPush struct {
+	URL        string `json:"url"`
+	Scheme     string `json:"scheme"`
+	Host       string `json:"host"`
+	Port       int    `json:"port"`
+	HasToken   bool   `json:"has_token"`
+	AuthScheme string `json:"auth_scheme"`
+}
+
+// InputRequest is the HTTP request as writ received it.
+type InputRequest struct {
+	Method        string `json:"method"`
+	Path          string `json:"path"`
+	Host          string `json:"host"`
+	SourceAddress string `json:"source_address"`
+}
+
+// Target is a protected agent's platform metadata as configured. Callers never
+// supply it and it never appears in a published card.
+type Target struct {
+	Name              string       `yaml:"name" json:"name"`
+	Owner             string       `yaml:"owner" json:"owner"`
+	Tenants           []string     `yaml:"tenants" json:"tenants"`
+	MaxClassification task.Level   `yaml:"max_data_classification" json:"max_data_classification"`
+	SecuritySchemes   []string     `yaml:"security_schemes" json:"security_schemes"`
+	Skills            []task.Skill `yaml:"skills" json:"skills"`
+	PushNotifications bool         `yaml:"push_notifications" json:"push_notifications"`
+}
+
+// HTTPInfo is what the input records of the HTTP request itself.
+type HTTPInfo struct {
+	Method, Path, Host, RemoteAddr string
+}
+
+// Facts are everything a decision is made from.
+type Facts struct {
+	Request *task.Request
+	Caller  identity.Caller
+	Target  *Target
+	// Record is writ's lifecycle record of the task, nil when there is none.
+	Record *task.Task
+	HTTP   HTTPInfo
+	// DefaultClassification applies when neither the request nor the token
+	// declares one (default internal).
+	DefaultClassification task.Level
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// BuildInput assembles the writ/v1 input document.
+func BuildInput(f *Facts) *Input {
+	req := f.Request
+	in := &Input{
+		Version:   InputVersion,
+		Operation: string(req.Operation),
+		Protocol: InputProtocol{Name: req.Protocol.Name, Version: req.Protocol.Version,
+			Binding: string(req.Protocol.Binding), Method: req.Protocol.Method},
+		Caller: InputCaller{Authenticated: f.Caller.Authenticated, Method: f.Caller.Method, Issuer: f.Caller.Issuer,
+			AgentID: f.Caller.AgentID, UserID: f.Caller.UserID, Tenant: f.Caller.Tenant,
+			Scopes: nonNil(f.Caller.Scopes), Chain: nonNil(f.Caller.Chain), Claims: f.Caller.Claims,
+			claimsDigest: f.Caller.ClaimsDigest},
+		Request: InputRequest{Method: f.HTTP.Method, Path: f.HTTP.Path, Host: f.HTTP.Host, SourceAddress: sourceIP(f.HTTP.RemoteAddr)},
+	}
+	if in.Caller.Method == "" {
+		in.Caller.Method = "anonymous"
+	}
+	if in.Caller.Claims == nil {
+		in.Caller.Claims = map[string]any{}
+	}
+	if t := f.Target; t != nil {
+		in.Target = InputTarget{Name: t.Name, Owner: t.Owner, Tenants: nonNil(t.Tenants),
+			MaxClassification: string(t.MaxClassification), SecuritySchemes: nonNil(t.SecuritySchemes),
+			Skills: make([]InputSkill, 0, len(t.Skills)), PushNotifications: t.PushNotifications}
+		for _, s := range t.Skills {
+			in.Target.Skills = append(in.Target.Skills, InputSkill{ID: s.ID, Tags: nonNil(s.Tags)})
+		}
+	} else {
+		in.Target = InputTarget{Tenants: []string{}, SecuritySchemes: []string{}, Skills: []InputSkill{}}
+	}
+	level := task.Max(req.Classification, task.Level(f.Caller.Classification))
+	if level == "" {
+		level = f.DefaultClassification
+		if level == "" {
+			level = task.Internal
+		}
+	}
+	in.Task = InputTask{ID: req.TaskID, ContextID: req.ContextID, Classification: string(level), FileURIs: []string{}}
+	if m := req.Message; m != nil {
+		in.Task.Parts = m.Parts
+		in.Task.FileURIs = nonNil(m.FileURIs)
+	}
+	if r := f.Record; r != nil {
+		in.Task.State = string(r.State)
+		in.Task.Owner = &InputOwner{AgentID: r.Owner.AgentID, Tenant: r.Owner.Tenant, UserID: r.Owner.UserID}
+		if in.Task.ContextID == "" {
+			in.Task.ContextID = r.ContextID
+		}
+	}
+	if p := req.Push; p != nil {
+		in.Push = pushInput(p)
+	}
+	return in
+}
+
+// pushInput splits a callback URL into what the callback policy reads. Hosts are
+// lower-cased so allow-list matching is exact but not case-sensitive.
+func pushInput(p *task.PushConfig) *InputPush {
+	out := &InputPush{URL: p.URL, HasToken: p.Token != "", AuthScheme: p.AuthScheme}
+	u, err := url.Parse(p.URL)
+	if err != nil {
+		return out
+	}
+	out.Scheme = strings.ToLower(u.Scheme)
+	out.Host = strings.ToLower(u.Hostname())
+	if port := u.Port(); port != "" {
+		out.Port, _ = strconv.Atoi(port)
+	} else {
+		switch out.Scheme {
+		case "https":
+			out.Port = 443
+		case "http":
+			out.Port = 80
+		}
+	}
+	return out
+}
+
+func sourceIP(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
+}

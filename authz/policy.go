@@ -1,0 +1,191 @@
+package authz
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/loader"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/tester"
+)
+
+// DefaultQuery is the decision the shipped policy defines.
+const DefaultQuery = "data.writ.authz.decision"
+
+// Policy is one compiled, immutable policy set: the prepared decision query, the
+// files it came from and its revision. A reload builds a new Policy fully or not
+// at all.
+type Policy struct {
+	query    rego.PreparedEvalQuery
+	Revision string
+	Files    []string
+	Loaded   time.Time
+	Tests    TestSummary
+}
+
+// TestSummary counts the results of a policy set's own Rego tests.
+type TestSummary struct {
+	Passed, Failed, Errored int
+	Failures                []string
+}
+
+// ErrPolicyTests is returned when a policy set fails its own tests.
+var ErrPolicyTests = errors.New("policy tests failed")
+
+// LoadOptions control how a policy set is loaded.
+type LoadOptions struct {
+	// Query is the decision to prepare (default DefaultQuery).
+	Query string
+	// SkipTests loads a set without running its _test.rego files.
+	SkipTests bool
+}
+
+// isTest reports whether a file holds Rego tests (kept out of the decision query).
+func isTest(path string) bool { return strings.HasSuffix(path, "_test.rego") }
+
+// LoadPolicy compiles every .rego and data file under the given paths (files or
+// directories), runs the set's own Rego tests, and prepares the decision query.
+// Any failure returns an error naming the file and line; nothing is half-loaded.
+func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, error) {
+	if opt.Query == "" {
+		opt.Query = DefaultQuery
+	}
+	if len(paths) == 0 {
+		return nil, errors.New("no policy paths given")
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("policy path: %w", err)
+		}
+	}
+	res, err := loader.NewFileLoader().WithRegoVersion(ast.RegoV1).Filtered(paths, func(abspath string, info fs.FileInfo, depth int) bool {
+		if info.IsDir() {
+			return false
+		}
+		ext := filepath.Ext(abspath)
+		return ext != ".rego" && ext != ".json" && ext != ".yaml" && ext != ".yml"
+	})
+	if err != nil {
+		return nil, fmt.Errorf("loading policies: %w", err)
+	}
+	if len(res.Modules) == 0 {
+		return nil, fmt.Errorf("no .rego files under %s", strings.Join(paths, ", "))
+	}
+	revision, files, err := revisionOf(paths)
+	if err != nil {
+		return nil, fmt.Errorf("reading policies: %w", err)
+	}
+	// The data document is stored as OPA values, so a decision reads
+	// data.writ.config without converting it from Go values on every evaluation.
+	store, err := res.StoreWithOpts(inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(false))
+	if err != nil {
+		return nil, fmt.Errorf("loading policy data: %w", err)
+	}
+	p := &Policy{Revision: revision, Files: files, Loaded: time.Now()}
+	if !opt.SkipTests {
+		sum, err := runTests(ctx, res.ParsedModules(), store)
+		p.Tests = sum
+		if err != nil {
+			return nil, err
+		}
+	}
+	opts := []func(*rego.Rego){rego.Query(opt.Query), rego.Store(store), rego.SetRegoVersion(ast.RegoV1)}
+	for path, m := range res.Modules {
+		if !isTest(path) {
+			opts = append(opts, rego.ParsedModule(m.Parsed))
+		}
+	}
+	q, err := rego.New(opts...).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("compiling policies: %w", err)
+	}
+	p.query = q
+	return p, nil
+}
+
+// revisionOf hashes the path and content of every policy and data file under the
+// paths, in order, so any edit makes a new revision; it also lists the files.
+func revisionOf(paths []string) (string, []string, error) {
+	var files []string
+	for _, root := range paths {
+		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch filepath.Ext(path) {
+			case ".rego", ".json", ".yaml", ".yml":
+				if !d.IsDir() {
+					files = append(files, path)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return "", nil, err
+		}
+	}
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			return "", nil, err
+		}
+		fmt.Fprintf(h, "%s\x00%d\x00", f, len(raw))
+		h.Write(raw)
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16], files, nil
+}
+
+// runTests runs the set's _test.rego files through OPA's tester. A set with no
+// tests passes.
+func runTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store) (TestSummary, error) {
+	var sum TestSummary
+	hasTests := false
+	for path := range modules {
+		if isTest(path) {
+			hasTests = true
+		}
+	}
+	if !hasTests {
+		return sum, nil
+	}
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return sum, err
+	}
+	defer store.Abort(ctx, txn)
+	ch, err := tester.NewRunner().SetStore(store).SetModules(modules).SetTimeout(30*time.Second).RunTests(ctx, txn)
+	if err != nil {
+		return sum, fmt.Errorf("running policy tests: %w", err)
+	}
+	for r := range ch {
+		switch {
+		case r.Error != nil:
+			sum.Errored++
+			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s: %v", r.Package, r.Name, r.Error))
+		case r.Fail:
+			sum.Failed++
+			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s (%s)", r.Package, r.Name, r.Location))
+		case r.Skip:
+		default:
+			sum.Passed++
+		}
+	}
+	if sum.Failed+sum.Errored > 0 {
+		return sum, fmt.Errorf("%w: %d failed, %d errored: %s", ErrPolicyTests, sum.Failed, sum.Errored, strings.Join(sum.Failures, "; "))
+	}
+	return sum, nil
+}

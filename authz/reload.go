@@ -1,0 +1,152 @@
+package authz
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// ReloadResult records one reload attempt, for the admin API and the log.
+type ReloadResult struct {
+	At       time.Time `json:"at"`
+	OK       bool      `json:"ok"`
+	Revision string    `json:"revision"`
+	Error    string    `json:"error,omitempty"`
+}
+
+// Reloader rebuilds the engine's policy from its files: on demand, on SIGHUP (the
+// caller forwards signals to Reload), and when a watched file changes. A set that
+// fails to compile or fails its own tests is refused and the last good revision
+// keeps serving.
+type Reloader struct {
+	engine   *Engine
+	paths    []string
+	opt      LoadOptions
+	log      *slog.Logger
+	mu       sync.Mutex // one reload at a time
+	last     atomic.Pointer[ReloadResult]
+	ok, fail atomic.Uint64
+	// Debounce groups a burst of file events into one reload (default 200ms).
+	Debounce time.Duration
+}
+
+// NewReloader returns a reloader of the engine's policy from paths.
+func NewReloader(e *Engine, paths []string, opt LoadOptions, log *slog.Logger) *Reloader {
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &Reloader{engine: e, paths: paths, opt: opt, log: log, Debounce: 200 * time.Millisecond}
+	r.last.Store(&ReloadResult{At: e.Policy().Loaded, OK: true, Revision: e.Policy().Revision})
+	return r
+}
+
+// Reload loads the policy set anew and swaps it in when it is good. An unchanged
+// revision is a successful no-op.
+func (r *Reloader) Reload(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p, err := LoadPolicy(ctx, r.paths, r.opt)
+	res := &ReloadResult{At: time.Now()}
+	if err != nil {
+		res.Error, res.Revision = err.Error(), r.engine.Policy().Revision
+		r.fail.Add(1)
+		r.last.Store(res)
+		r.log.Error("policy reload refused; the last good policy keeps serving",
+			"error", err, "revision", res.Revision)
+		return err
+	}
+	res.OK, res.Revision = true, p.Revision
+	r.ok.Add(1)
+	r.last.Store(res)
+	if p.Revision != r.engine.Policy().Revision {
+		r.engine.Swap(p)
+		r.log.Info("policy reloaded", "revision", p.Revision, "files", len(p.Files), "tests_passed", p.Tests.Passed)
+	}
+	return nil
+}
+
+// Last returns the result of the latest reload attempt.
+func (r *Reloader) Last() ReloadResult { return *r.last.Load() }
+
+// Counts returns how many reloads succeeded and failed.
+func (r *Reloader) Counts() (ok, failed uint64) { return r.ok.Load(), r.fail.Load() }
+
+// Watch reloads whenever a file under the policy paths changes, until ctx ends.
+// New subdirectories are watched as they appear.
+func (r *Reloader) Watch(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watching policies: %w", err)
+	}
+	defer w.Close()
+	for _, p := range r.paths {
+		if err := addTree(w, p); err != nil {
+			return fmt.Errorf("watching %s: %w", p, err)
+		}
+	}
+	var timer *time.Timer
+	fire := make(chan struct{}, 1)
+	for {
+		select {
+		case <-ctx.Done():
+			if timer != nil {
+				timer.Stop()
+			}
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if ev.Op&fsnotify.Create != 0 {
+				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
+					_ = addTree(w, ev.Name)
+				}
+			}
+			if timer != nil {
+				timer.Stop()
+			}
+			timer = time.AfterFunc(r.Debounce, func() {
+				select {
+				case fire <- struct{}{}:
+				default:
+				}
+			})
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			r.log.Warn("policy watcher error", "error", err)
+		case <-fire:
+			_ = r.Reload(ctx)
+		}
+	}
+}
+
+// addTree watches a directory and every directory below it (or a single file's
+// directory).
+func addTree(w *fsnotify.Watcher, root string) error {
+	info, err := os.Stat(root)
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return w.Add(filepath.Dir(root))
+	}
+	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return w.Add(path)
+		}
+		return nil
+	})
+}

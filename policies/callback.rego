@@ -1,0 +1,67 @@
+# CALLBACK_NOT_ALLOWED / CALLBACK_UNAUTHENTICATED: push notification callbacks.
+#
+# Only when the request sets a push notification config (input.push). The
+# target agent will later call push.url, so an unchecked URL lets a caller make
+# the target reach any host (SSRF). Denied when:
+#   - push.host is not listed for this target or for the caller's tenant
+#     (CALLBACK_NOT_ALLOWED);
+#   - push.scheme is not https, unless it is http to a host listed in
+#     allow_http_hosts (CALLBACK_NOT_ALLOWED);
+#   - the config carries no token for the target to authenticate its callbacks
+#     (CALLBACK_UNAUTHENTICATED).
+# Hosts must match exactly: no wildcards, no subdomains.
+#
+# Tuned by: data.writ.config.callbacks.targets  (target name -> allowed hosts)
+#           data.writ.config.callbacks.tenants  (tenant -> allowed hosts)
+#           data.writ.config.callbacks.allow_http_hosts (hosts allowed over http)
+package writ.authz
+
+push_requested if input.push
+
+default callbacks := {}
+
+callbacks := data.writ.config.callbacks
+
+callback_host_allowed if input.push.host in callbacks.targets[input.target.name]
+
+callback_host_allowed if input.push.host in callbacks.tenants[input.caller.tenant]
+
+callback_scheme_allowed if input.push.scheme == "https"
+
+callback_scheme_allowed if {
+	input.push.scheme == "http"
+	input.push.host in callbacks.allow_http_hosts
+}
+
+callback_authenticated if input.push.has_token == true
+
+denials contains {
+	"code": "CALLBACK_NOT_ALLOWED",
+	"reason": sprintf("callback host %v is not allowed for target %v or tenant %v", [
+		shown(["push", "host"]),
+		shown(["target", "name"]),
+		shown(["caller", "tenant"]),
+	]),
+} if {
+	push_requested
+	not callback_host_allowed
+}
+
+denials contains {
+	"code": "CALLBACK_NOT_ALLOWED",
+	"reason": sprintf("callback scheme %v is not allowed for host %v; use https", [
+		shown(["push", "scheme"]),
+		shown(["push", "host"]),
+	]),
+} if {
+	push_requested
+	not callback_scheme_allowed
+}
+
+denials contains {
+	"code": "CALLBACK_UNAUTHENTICATED",
+	"reason": sprintf("the callback to %v carries no token", [shown(["push", "url"])]),
+} if {
+	push_requested
+	not callback_authenticated
+}

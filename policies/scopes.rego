@@ -1,0 +1,38 @@
+# SCOPE_MISSING: the caller's token must grant the scopes the operation needs.
+#
+# For an authenticated caller, the request is denied when input.caller.scopes
+# lacks any scope that required_scopes lists for the operation; the reason
+# names the missing ones. Operations not listed need no scope.
+#
+# Tuned by: data.writ.config.required_scopes (operation -> scopes). Shipped:
+#           send, stream, cancel and push_config.set need "delegate". If the key
+#           is absent from data the shipped values below apply.
+package writ.authz
+
+default required_scopes := {
+	"send": ["delegate"],
+	"stream": ["delegate"],
+	"cancel": ["delegate"],
+	"push_config.set": ["delegate"],
+}
+
+required_scopes := data.writ.config.required_scopes
+
+caller_has_scope(scope) if scope in input.caller.scopes
+
+missing_scopes := {scope |
+	some scope in object.get(required_scopes, op, [])
+	not caller_has_scope(scope)
+}
+
+denials contains {
+	"code": "SCOPE_MISSING",
+	"reason": sprintf("%v requires scopes %v; the caller's token lacks %v", [
+		op,
+		object.get(required_scopes, op, []),
+		sort(missing_scopes),
+	]),
+} if {
+	authenticated
+	count(missing_scopes) > 0
+}

@@ -52,6 +52,19 @@ type LoadOptions struct {
 	SkipTests bool
 }
 
+// policyFiles is the loader filter: it keeps .rego, .json and .yaml files (it
+// returns true for what to skip).
+func policyFiles(abspath string, info fs.FileInfo, _ int) bool {
+	if info.IsDir() {
+		return false
+	}
+	switch filepath.Ext(abspath) {
+	case ".rego", ".json", ".yaml", ".yml":
+		return false
+	}
+	return true
+}
+
 // isTest reports whether a file holds Rego tests (kept out of the decision query).
 func isTest(path string) bool { return strings.HasSuffix(path, "_test.rego") }
 
@@ -70,13 +83,7 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 			return nil, fmt.Errorf("policy path: %w", err)
 		}
 	}
-	res, err := loader.NewFileLoader().WithRegoVersion(ast.RegoV1).Filtered(paths, func(abspath string, info fs.FileInfo, depth int) bool {
-		if info.IsDir() {
-			return false
-		}
-		ext := filepath.Ext(abspath)
-		return ext != ".rego" && ext != ".json" && ext != ".yaml" && ext != ".yml"
-	})
+	res, err := loader.NewFileLoader().WithRegoVersion(ast.RegoV1).Filtered(paths, policyFiles)
 	if err != nil {
 		return nil, fmt.Errorf("loading policies: %w", err)
 	}
@@ -95,7 +102,7 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 	}
 	p := &Policy{Revision: revision, Files: files, Loaded: time.Now()}
 	if !opt.SkipTests {
-		sum, err := runTests(ctx, res.ParsedModules(), store)
+		_, sum, err := runTests(ctx, res.ParsedModules(), store)
 		p.Tests = sum
 		if err != nil {
 			return nil, err
@@ -149,9 +156,33 @@ func revisionOf(paths []string) (string, []string, error) {
 	return hex.EncodeToString(h.Sum(nil))[:16], files, nil
 }
 
-// runTests runs the set's _test.rego files through OPA's tester. A set with no
-// tests passes.
-func runTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store) (TestSummary, error) {
+// TestResult is one Rego test's outcome.
+type TestResult struct {
+	Name     string
+	Package  string
+	Location string
+	Pass     bool
+	Skipped  bool
+	Err      string
+	Duration time.Duration
+}
+
+// TestPolicies loads the policy and data files under paths and runs their Rego
+// tests, as `opa test` does.
+func TestPolicies(ctx context.Context, paths []string) ([]TestResult, TestSummary, error) {
+	res, err := loader.NewFileLoader().WithRegoVersion(ast.RegoV1).Filtered(paths, policyFiles)
+	if err != nil {
+		return nil, TestSummary{}, fmt.Errorf("loading policies: %w", err)
+	}
+	store, err := res.Store()
+	if err != nil {
+		return nil, TestSummary{}, fmt.Errorf("loading policy data: %w", err)
+	}
+	return runTests(ctx, res.ParsedModules(), store)
+}
+
+// runTests runs the set's _test.rego files through OPA's tester.
+func runTests(ctx context.Context, modules map[string]*ast.Module, store storage.Store) ([]TestResult, TestSummary, error) {
 	var sum TestSummary
 	hasTests := false
 	for path := range modules {
@@ -160,32 +191,41 @@ func runTests(ctx context.Context, modules map[string]*ast.Module, store storage
 		}
 	}
 	if !hasTests {
-		return sum, nil
+		return nil, sum, nil
 	}
 	txn, err := store.NewTransaction(ctx)
 	if err != nil {
-		return sum, err
+		return nil, sum, err
 	}
 	defer store.Abort(ctx, txn)
 	ch, err := tester.NewRunner().SetStore(store).SetModules(modules).SetTimeout(30*time.Second).RunTests(ctx, txn)
 	if err != nil {
-		return sum, fmt.Errorf("running policy tests: %w", err)
+		return nil, sum, fmt.Errorf("running policy tests: %w", err)
 	}
+	var results []TestResult
 	for r := range ch {
+		tr := TestResult{Name: r.Name, Package: r.Package, Duration: r.Duration}
+		if r.Location != nil {
+			tr.Location = r.Location.String()
+		}
 		switch {
 		case r.Error != nil:
 			sum.Errored++
+			tr.Err = r.Error.Error()
 			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s: %v", r.Package, r.Name, r.Error))
 		case r.Fail:
 			sum.Failed++
-			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s (%s)", r.Package, r.Name, r.Location))
+			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s (%s)", r.Package, r.Name, tr.Location))
 		case r.Skip:
+			tr.Skipped = true
 		default:
 			sum.Passed++
+			tr.Pass = true
 		}
+		results = append(results, tr)
 	}
 	if sum.Failed+sum.Errored > 0 {
-		return sum, fmt.Errorf("%w: %d failed, %d errored: %s", ErrPolicyTests, sum.Failed, sum.Errored, strings.Join(sum.Failures, "; "))
+		return results, sum, fmt.Errorf("%w: %d failed, %d errored: %s", ErrPolicyTests, sum.Failed, sum.Errored, strings.Join(sum.Failures, "; "))
 	}
-	return sum, nil
+	return results, sum, nil
 }

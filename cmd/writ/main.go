@@ -1,5 +1,5 @@
 // Command writ is the delegation authorizer for A2A and ACP agents. This binary
-// carries every job: today `inspect` and `version`.
+// carries every job.
 package main
 
 import (
@@ -15,6 +15,9 @@ const usage = `writ — policy-as-code delegation authorizer for A2A and ACP age
 
 Usage:
   writ inspect [flags]   show the internal request a policy sees (or the protocol error)
+  writ eval [flags]      one request through identity and the policy: input and decision
+  writ policy test [DIR] run the policies' Rego tests through the embedded engine
+  writ validate [flags]  check a configuration file and its policies
   writ version           print the version
 
 Run "writ <command> -h" for a command's flags.
@@ -34,6 +37,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "inspect":
 		return inspect(args[1:], stdin, stdout, stderr)
+	case "eval":
+		return evalCmd(args[1:], stdout, stderr)
+	case "policy":
+		return policyCmd(args[1:], stdout, stderr)
+	case "validate":
+		return validateCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "writ", version)
 		return 0

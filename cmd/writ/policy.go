@@ -1,0 +1,249 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/task"
+)
+
+// policyCmd runs `writ policy test [-v] [DIR...]`: the policy set's Rego tests
+// through the embedded engine, with `opa test`-like output.
+func policyCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "test" {
+		fmt.Fprintln(stderr, "usage: writ policy test [-v] [DIR...]")
+		return 2
+	}
+	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	verbose := fs.Bool("v", false, "list every test")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	paths := fs.Args()
+	if len(paths) == 0 {
+		paths = []string{"policies"}
+	}
+	results, sum, err := authz.TestPolicies(context.Background(), paths)
+	if err != nil && !errors.Is(err, authz.ErrPolicyTests) {
+		fmt.Fprintf(stderr, "writ policy test: %v\n", err)
+		return 2
+	}
+	for _, r := range results {
+		switch {
+		case r.Err != "":
+			fmt.Fprintf(stdout, "ERROR: %s.%s (%s)\n  %s\n", r.Package, r.Name, r.Location, r.Err)
+		case !r.Pass && !r.Skipped:
+			fmt.Fprintf(stdout, "FAIL: %s.%s (%s)\n", r.Package, r.Name, r.Location)
+		case *verbose:
+			fmt.Fprintf(stdout, "PASS: %s.%s (%s)\n", r.Package, r.Name, r.Duration)
+		}
+	}
+	total := sum.Passed + sum.Failed + sum.Errored
+	fmt.Fprintln(stdout, strings.Repeat("-", 80))
+	fmt.Fprintf(stdout, "PASS: %d/%d\n", sum.Passed, total)
+	if sum.Failed+sum.Errored > 0 {
+		fmt.Fprintf(stdout, "FAIL: %d/%d\n", sum.Failed+sum.Errored, total)
+		return 1
+	}
+	if total == 0 {
+		fmt.Fprintln(stdout, "no tests found")
+		return 1
+	}
+	return 0
+}
+
+// validateCmd runs `writ validate --config FILE`: the same loading code the
+// sidecar runs at start, without starting anything.
+func validateCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "writ.yaml", "the configuration file")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "invalid: %v\n", err)
+		return 1
+	}
+	res, err := identity.New(cfg.Identity)
+	if err != nil {
+		fmt.Fprintf(stderr, "invalid: %s: %v\n", *path, err)
+		return 1
+	}
+	res.Close()
+	p, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "invalid: policies %v: %v\n", cfg.Policies, err)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ok: %s: %d agent(s), policy revision %s (%d files, %d tests passed)\n",
+		*path, len(cfg.Agents), p.Revision, len(p.Files), p.Tests.Passed)
+	return 0
+}
+
+// evalOutput is what `writ eval` prints.
+type evalOutput struct {
+	Input    *authz.Input   `json:"input"`
+	Decision evalDecision   `json:"decision"`
+	Explain  []authz.Fired  `json:"explain,omitempty"`
+	Identity string         `json:"identity_error,omitempty"`
+	Fault    *task.Fault    `json:"fault,omitempty"`
+	Answer   *wire.Rendered `json:"-"`
+}
+
+type evalDecision struct {
+	Allow    bool          `json:"allow"`
+	Denials  []task.Denial `json:"denials"`
+	Revision string        `json:"revision"`
+}
+
+// evalCmd runs `writ eval`: one request through identity, input building and the
+// policy, printing the input document and the decision.
+func evalCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	reqFile := fs.String("request", "", "a whole HTTP/1.1 request message (see writ inspect)")
+	cfgPath := fs.String("config", "writ.yaml", "the configuration file (agents, identity, policies)")
+	agentName := fs.String("agent", "", "the target agent (default: the one whose route matches the request path)")
+	token := fs.String("token", "", "a bearer token to verify (default: the request's Authorization header)")
+	callerFile := fs.String("caller", "", "a JSON caller to use as is, unverified (testing policies)")
+	explain := fs.Bool("explain", false, "list the rules that fired")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, "writ eval -request FILE [-config writ.yaml] [-agent NAME] [-token JWT | -caller FILE] [-explain]\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *reqFile == "" {
+		fs.Usage()
+		return 2
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", err)
+		return 2
+	}
+	raw, err := os.ReadFile(*reqFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", err)
+		return 2
+	}
+	lim := wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth}
+	in, err := readMessage(raw, lim)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", err)
+		return 2
+	}
+	agent, rest, ok := cfg.Route(in.Path)
+	if *agentName != "" {
+		agent, ok = cfg.Agent(*agentName)
+		rest = in.Path
+	}
+	if !ok {
+		fmt.Fprintf(stderr, "writ eval: no agent routes %s (use -agent)\n", in.Path)
+		return 2
+	}
+	fullPath := in.Path
+	in.Path = rest
+	edge, err := adapters.Select(agent.Protocol, in.Path)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", err)
+		return 2
+	}
+	req, fault := edge.Parse(in, lim)
+	out := evalOutput{}
+	if fault != nil {
+		out.Fault = fault
+		writeJSON(stdout, out)
+		return 1
+	}
+	caller, idErr := evalCaller(cfg, in.Header, *token, *callerFile)
+	if idErr != nil && *callerFile != "" {
+		fmt.Fprintf(stderr, "writ eval: %v\n", idErr)
+		return 2
+	}
+	if idErr != nil {
+		out.Identity = idErr.Error()
+	}
+	p, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{})
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", err)
+		return 2
+	}
+	engine, err := authz.NewEngine(p, authz.Options{CacheSize: -1})
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", err)
+		return 2
+	}
+	input := authz.BuildInput(&authz.Facts{Request: &req, Caller: caller, Target: agent.Target(),
+		HTTP:                  authz.HTTPInfo{Method: in.Method, Path: fullPath, Host: in.Header.Get("Host")},
+		DefaultClassification: cfg.DefaultClassification})
+	d, err := engine.Decide(context.Background(), input)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ eval: %v (the request would be denied: fail closed)\n", err)
+	}
+	out.Input = input
+	out.Decision = evalDecision{Allow: d.Allow, Denials: d.Denials, Revision: d.Revision}
+	if out.Decision.Denials == nil {
+		out.Decision.Denials = []task.Denial{}
+	}
+	if *explain {
+		out.Explain, err = p.Explain(context.Background(), input)
+		if err != nil {
+			fmt.Fprintf(stderr, "writ eval: explain: %v\n", err)
+		}
+	}
+	writeJSON(stdout, out)
+	if !d.Allow {
+		return 1
+	}
+	return 0
+}
+
+// evalCaller identifies the caller: a caller file as is, else the token (flag or
+// the request's Authorization header) through the configured identity sources.
+func evalCaller(cfg *config.Config, h http.Header, token, callerFile string) (identity.Caller, error) {
+	if callerFile != "" {
+		raw, err := os.ReadFile(callerFile)
+		if err != nil {
+			return identity.Anonymous(), err
+		}
+		var c identity.Caller
+		if err := json.Unmarshal(raw, &c); err != nil {
+			return identity.Anonymous(), fmt.Errorf("%s: %w", callerFile, err)
+		}
+		return c, nil
+	}
+	res, err := identity.New(cfg.Identity)
+	if err != nil {
+		return identity.Anonymous(), err
+	}
+	defer res.Close()
+	hdr := h.Clone()
+	if token != "" {
+		hdr.Set("Authorization", "Bearer "+token)
+	}
+	return res.Identify(context.Background(), identity.Credentials{Header: hdr})
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}

@@ -1,0 +1,329 @@
+// Package config loads and validates writ's configuration file: listeners,
+// policies, identity sources, limits, the lifecycle store and the protected agents
+// with their platform metadata. Validation happens once, at load; every error names
+// the offending key.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/task"
+)
+
+// Config is the whole configuration file (writ.yaml). Every key is documented in
+// README "Configuration" with its default.
+type Config struct {
+	// Listen is the sidecar's address (default 127.0.0.1:8080).
+	Listen string `yaml:"listen"`
+	// Admin is the admin listener: health, metrics, policy status (default
+	// 127.0.0.1:9090).
+	Admin string `yaml:"admin"`
+	// Policies are the policy directories or files (default ["policies"]).
+	Policies []string `yaml:"policies"`
+	// DryRun lets every request through and logs what the policy would deny.
+	DryRun bool `yaml:"dry_run"`
+	// DecisionCacheSize bounds the decision cache (default 10000; -1 disables).
+	DecisionCacheSize int `yaml:"decision_cache_size"`
+	// DefaultClassification applies when neither request nor token declares a
+	// data classification (default internal).
+	DefaultClassification task.Level      `yaml:"default_classification"`
+	Limits                Limits          `yaml:"limits"`
+	Identity              identity.Config `yaml:"identity"`
+	Lifecycle             Lifecycle       `yaml:"lifecycle"`
+	Agents                []Agent         `yaml:"agents"`
+}
+
+// Limits bound every request writ handles.
+type Limits struct {
+	// MaxBodyBytes is the largest request body (default 1 MiB).
+	MaxBodyBytes int64 `yaml:"max_body_bytes"`
+	// MaxJSONDepth is the deepest JSON nesting accepted (default 32).
+	MaxJSONDepth int `yaml:"max_json_depth"`
+	// MaxHeaderBytes bounds request headers (default 64 KiB).
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// ReadHeaderTimeout bounds reading request headers (default 5s): slow-loris.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request (default 30s).
+	ReadTimeout time.Duration `yaml:"read_timeout"`
+	// UpstreamTimeout bounds a non-streaming upstream answer (default 60s).
+	UpstreamTimeout time.Duration `yaml:"upstream_timeout"`
+	// StreamIdleTimeout closes a stream with no event for this long (default 5m).
+	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
+	// MaxEventBytes bounds one upstream SSE event (default 4 MiB).
+	MaxEventBytes int `yaml:"max_event_bytes"`
+}
+
+// Lifecycle configures the task lifecycle store.
+type Lifecycle struct {
+	// MaxTasks bounds the tasks tracked (default 100000).
+	MaxTasks int `yaml:"max_tasks"`
+	// MaxTasksPerOwner bounds the tasks one owner may have tracked (default 10000).
+	MaxTasksPerOwner int `yaml:"max_tasks_per_owner"`
+	// TTL forgets a task this long after its last update (default 24h).
+	TTL time.Duration `yaml:"ttl"`
+	// UnknownTasks decides follow-ups on tasks writ never saw: "deny" (default,
+	// answered as TaskNotFound) or "allow" (for migrations: the policy decides).
+	UnknownTasks string `yaml:"unknown_tasks"`
+}
+
+// Agent is one protected agent: where its requests arrive, where they go, and the
+// platform metadata that policies read and callers never see.
+type Agent struct {
+	// Name identifies the agent to policies (input.target.name).
+	Name string `yaml:"name"`
+	// Route is the path prefix writ serves the agent under (a sidecar: "/").
+	Route string `yaml:"route"`
+	// Upstream is the agent's own base URL.
+	Upstream string `yaml:"upstream"`
+	// Protocol is a2a, acp or auto (default auto: ACP for /runs, /agents,
+	// /session(s); A2A otherwise).
+	Protocol string `yaml:"protocol"`
+	// PublicURL is the URL callers use; the served card advertises it.
+	PublicURL string `yaml:"public_url"`
+	// JSONRPCPath is where the agent serves A2A JSON-RPC, relative to Route
+	// (default "/").
+	JSONRPCPath string `yaml:"jsonrpc_path"`
+	// Owner is the team that owns the agent.
+	Owner string `yaml:"owner"`
+	// Tenants the agent serves; empty serves every tenant.
+	Tenants []string `yaml:"tenants"`
+	// MaxDataClassification is the highest classification the agent may receive.
+	MaxDataClassification task.Level `yaml:"max_data_classification"`
+	// SecuritySchemes are the auth scheme kinds the agent accepts (oauth2,
+	// openidconnect, http, apikey, mtls).
+	SecuritySchemes []string `yaml:"security_schemes"`
+	// Skills override the skills of the agent's card for policies and discovery.
+	Skills []task.Skill `yaml:"skills"`
+}
+
+// Defaults.
+const (
+	DefaultListen = "127.0.0.1:8080"
+	DefaultAdmin  = "127.0.0.1:9090"
+)
+
+// Load reads, decodes (unknown keys are errors) and validates a config file.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes and validates a config document.
+func Parse(raw []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Admin == "" {
+		c.Admin = DefaultAdmin
+	}
+	if len(c.Policies) == 0 {
+		c.Policies = []string{"policies"}
+	}
+	if c.DefaultClassification == "" {
+		c.DefaultClassification = task.Internal
+	}
+	l := &c.Limits
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if l.MaxBodyBytes == 0 {
+		l.MaxBodyBytes = 1 << 20
+	}
+	if l.MaxJSONDepth == 0 {
+		l.MaxJSONDepth = 32
+	}
+	if l.MaxHeaderBytes == 0 {
+		l.MaxHeaderBytes = 64 << 10
+	}
+	if l.MaxEventBytes == 0 {
+		l.MaxEventBytes = 4 << 20
+	}
+	def(&l.ReadHeaderTimeout, 5*time.Second)
+	def(&l.ReadTimeout, 30*time.Second)
+	def(&l.UpstreamTimeout, 60*time.Second)
+	def(&l.StreamIdleTimeout, 5*time.Minute)
+	lc := &c.Lifecycle
+	if lc.MaxTasks == 0 {
+		lc.MaxTasks = 100000
+	}
+	if lc.MaxTasksPerOwner == 0 {
+		lc.MaxTasksPerOwner = 10000
+	}
+	def(&lc.TTL, 24*time.Hour)
+	if lc.UnknownTasks == "" {
+		lc.UnknownTasks = "deny"
+	}
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		if a.Protocol == "" {
+			a.Protocol = "auto"
+		}
+		if a.Route == "" {
+			a.Route = "/"
+		}
+		if a.JSONRPCPath == "" {
+			a.JSONRPCPath = "/"
+		}
+	}
+}
+
+// Validate checks every key; the error names the first offending one.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
+	}
+	for key, addr := range map[string]string{"listen": c.Listen, "admin": c.Admin} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			bad(key, "%q is not host:port", addr)
+		}
+	}
+	if c.DecisionCacheSize < -1 {
+		bad("decision_cache_size", "must be -1 (off), 0 (default) or positive")
+	}
+	if c.DefaultClassification.Rank() < 0 {
+		bad("default_classification", "unknown level %q", c.DefaultClassification)
+	}
+	l := c.Limits
+	if l.MaxBodyBytes < 0 || l.MaxJSONDepth < 0 || l.MaxHeaderBytes < 0 || l.MaxEventBytes < 0 {
+		bad("limits", "sizes must be positive")
+	}
+	for key, d := range map[string]time.Duration{"limits.read_header_timeout": l.ReadHeaderTimeout,
+		"limits.read_timeout": l.ReadTimeout, "limits.upstream_timeout": l.UpstreamTimeout,
+		"limits.stream_idle_timeout": l.StreamIdleTimeout, "lifecycle.ttl": c.Lifecycle.TTL} {
+		if d < 0 {
+			bad(key, "must be positive")
+		}
+	}
+	if c.Lifecycle.MaxTasks < 0 || c.Lifecycle.MaxTasksPerOwner < 0 {
+		bad("lifecycle", "task bounds must be positive")
+	}
+	if u := c.Lifecycle.UnknownTasks; u != "deny" && u != "allow" {
+		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)
+	}
+	if len(c.Agents) == 0 {
+		bad("agents", "at least one agent is required")
+	}
+	names, routes := map[string]bool{}, map[string]bool{}
+	for i, a := range c.Agents {
+		key := fmt.Sprintf("agents[%d]", i)
+		if a.Name == "" {
+			bad(key+".name", "required")
+		} else if names[a.Name] {
+			bad(key+".name", "%q is used twice", a.Name)
+		}
+		names[a.Name] = true
+		if !strings.HasPrefix(a.Route, "/") {
+			bad(key+".route", "must start with /, got %q", a.Route)
+		} else if routes[a.Route] {
+			bad(key+".route", "%q is used twice", a.Route)
+		}
+		routes[a.Route] = true
+		if u, err := url.Parse(a.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(key+".upstream", "must be an http(s) URL, got %q", a.Upstream)
+		}
+		if a.PublicURL != "" {
+			if u, err := url.Parse(a.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(key+".public_url", "must be an http(s) URL, got %q", a.PublicURL)
+			}
+		}
+		switch a.Protocol {
+		case "a2a", "acp", "auto":
+		default:
+			bad(key+".protocol", "must be a2a, acp or auto, not %q", a.Protocol)
+		}
+		if !strings.HasPrefix(a.JSONRPCPath, "/") {
+			bad(key+".jsonrpc_path", "must start with /")
+		}
+		if a.MaxDataClassification == "" {
+			bad(key+".max_data_classification", "required (public, internal, confidential or restricted)")
+		} else if a.MaxDataClassification.Rank() < 0 {
+			bad(key+".max_data_classification", "unknown level %q", a.MaxDataClassification)
+		}
+		if len(a.SecuritySchemes) == 0 {
+			bad(key+".security_schemes", "required: the auth scheme kinds the agent accepts")
+		}
+		for j, s := range a.SecuritySchemes {
+			switch task.SchemeKind(s) {
+			case task.SchemeAPIKey, task.SchemeHTTP, task.SchemeOAuth2, task.SchemeOIDC, task.SchemeMTLS:
+			default:
+				bad(fmt.Sprintf("%s.security_schemes[%d]", key, j), "unknown scheme kind %q (apikey, http, oauth2, openidconnect, mtls)", s)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Target is the agent's platform metadata as the policy input carries it.
+func (a *Agent) Target() *authz.Target {
+	return &authz.Target{Name: a.Name, Owner: a.Owner, Tenants: a.Tenants, MaxClassification: a.MaxDataClassification,
+		SecuritySchemes: a.SecuritySchemes, Skills: a.Skills}
+}
+
+// Agent returns the agent named name.
+func (c *Config) Agent(name string) (*Agent, bool) {
+	for i := range c.Agents {
+		if c.Agents[i].Name == name {
+			return &c.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// Route returns the agent whose route is the longest prefix of path, and the path
+// below that route (starting with "/").
+func (c *Config) Route(path string) (*Agent, string, bool) {
+	var best *Agent
+	for i := range c.Agents {
+		a := &c.Agents[i]
+		prefix := strings.TrimSuffix(a.Route, "/")
+		if path == prefix || strings.HasPrefix(path, prefix+"/") || prefix == "" {
+			if best == nil || len(a.Route) > len(best.Route) {
+				best = a
+			}
+		}
+	}
+	if best == nil {
+		return nil, "", false
+	}
+	rest := strings.TrimPrefix(path, strings.TrimSuffix(best.Route, "/"))
+	if rest == "" {
+		rest = "/"
+	}
+	return best, rest, true
+}

@@ -1,0 +1,99 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const good = `
+listen: 127.0.0.1:8081
+policies: [../policies]
+identity:
+  jwt:
+    - issuer: https://idp.bank.ae
+      audiences: [a2a-gateway]
+      jwks_file: ../testdata/identity/bench_jwks.json
+agents:
+  - name: sanctions-screening-agent
+    upstream: http://127.0.0.1:9001
+    public_url: https://sanctions.agents.bank.ae
+    owner: group-compliance
+    tenants: [wholesale, retail]
+    max_data_classification: restricted
+    security_schemes: [oauth2, mtls]
+  - name: kyc-refresh-agent
+    route: /kyc
+    protocol: acp
+    upstream: http://127.0.0.1:9002
+    max_data_classification: confidential
+    security_schemes: [oauth2]
+`
+
+func TestDefaultsAndRouting(t *testing.T) {
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8081" || c.Admin != DefaultAdmin || c.Limits.MaxBodyBytes != 1<<20 ||
+		c.Limits.ReadHeaderTimeout != 5*time.Second || c.Lifecycle.UnknownTasks != "deny" || c.DefaultClassification != "internal" {
+		t.Errorf("defaults: %+v", c)
+	}
+	a := c.Agents[0]
+	if a.Route != "/" || a.Protocol != "auto" || a.JSONRPCPath != "/" {
+		t.Errorf("agent defaults: %+v", a)
+	}
+	for path, want := range map[string][2]string{
+		"/":                   {"sanctions-screening-agent", "/"},
+		"/message:send":       {"sanctions-screening-agent", "/message:send"},
+		"/kyc":                {"kyc-refresh-agent", "/"},
+		"/kyc/runs":           {"kyc-refresh-agent", "/runs"},
+		"/kycx/runs":          {"sanctions-screening-agent", "/kycx/runs"},
+		"/.well-known/x.json": {"sanctions-screening-agent", "/.well-known/x.json"},
+	} {
+		got, rest, ok := c.Route(path)
+		if !ok || got.Name != want[0] || rest != want[1] {
+			t.Errorf("Route(%q) = %v %q %v, want %v", path, got, rest, ok, want)
+		}
+	}
+	tg := c.Agents[0].Target()
+	if tg.Name != "sanctions-screening-agent" || tg.MaxClassification != "restricted" || len(tg.Tenants) != 2 {
+		t.Errorf("target %+v", tg)
+	}
+}
+
+// TestInvalid: each bad key is refused with its name in the error.
+func TestInvalid(t *testing.T) {
+	for key, mutate := range map[string]func(string) string{
+		"agents[0].upstream":                func(s string) string { return strings.Replace(s, "http://127.0.0.1:9001", "ftp://x", 1) },
+		"agents[1].protocol":                func(s string) string { return strings.Replace(s, "protocol: acp", "protocol: smtp", 1) },
+		"agents[0].max_data_classification": func(s string) string { return strings.Replace(s, "max_data_classification: restricted", "max_data_classification: secret", 1) },
+		"agents[1].security_schemes[0]":     func(s string) string { return strings.Replace(s, "security_schemes: [oauth2]", "security_schemes: [kerberos]", 1) },
+		"agents[1].route":                   func(s string) string { return strings.Replace(s, "route: /kyc", "route: kyc", 1) },
+		"agents[1].name":                    func(s string) string { return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1) },
+		"listen":                            func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
+		"field nonsense not found":          func(s string) string { return s + "nonsense: 1\n" },
+		"lifecycle.unknown_tasks":           func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"agents: at least one":              func(string) string { return "listen: 127.0.0.1:1\n" },
+	} {
+		_, err := Parse([]byte(mutate(good)))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: got %v", key, err)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "writ.yaml")
+	if err := os.WriteFile(path, []byte(good), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path + ".missing"); err == nil {
+		t.Fatal("missing file loaded")
+	}
+}

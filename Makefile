@@ -2,8 +2,13 @@
 GO        ?= go
 FUZZTIME  ?= 60s
 BIN       := bin/writ
+GOBIN     := $(shell $(GO) env GOPATH)/bin
+# The stock OPA CLI, to prove the shipped Rego passes `opa fmt`, `opa check
+# --strict` and `opa test` outside writ too.
+OPA_VERSION := v1.22.3
+OPA       := $(GOBIN)/opa
 
-.PHONY: build test run bench lint fmt capture fuzz deps
+.PHONY: build test run bench lint fmt capture fuzz deps opa policy-lint
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -23,10 +28,21 @@ run: deps
 bench: deps
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
-lint:
+lint: policy-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+# Install the OPA CLI once (it is built from source by the Go toolchain).
+opa:
+	@if ! "$(OPA)" version 2>/dev/null | grep -q "$(OPA_VERSION:v%=%)"; then \
+	  echo "installing opa $(OPA_VERSION) (one-time build, a few minutes)"; \
+	  (cd /tmp && GOFLAGS=-mod=mod $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)); fi
+
+policy-lint: opa
+	@out=$$("$(OPA)" fmt -l policies); if [ -n "$$out" ]; then echo "opa fmt would change:"; echo "$$out"; exit 1; fi
+	"$(OPA)" check --strict policies
+	"$(OPA)" test policies
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -67,16 +67,22 @@ func TestDefaultsAndRouting(t *testing.T) {
 // TestInvalid: each bad key is refused with its name in the error.
 func TestInvalid(t *testing.T) {
 	for key, mutate := range map[string]func(string) string{
-		"agents[0].upstream":                func(s string) string { return strings.Replace(s, "http://127.0.0.1:9001", "ftp://x", 1) },
-		"agents[1].protocol":                func(s string) string { return strings.Replace(s, "protocol: acp", "protocol: smtp", 1) },
-		"agents[0].max_data_classification": func(s string) string { return strings.Replace(s, "max_data_classification: restricted", "max_data_classification: secret", 1) },
-		"agents[1].security_schemes[0]":     func(s string) string { return strings.Replace(s, "security_schemes: [oauth2]", "security_schemes: [kerberos]", 1) },
-		"agents[1].route":                   func(s string) string { return strings.Replace(s, "route: /kyc", "route: kyc", 1) },
-		"agents[1].name":                    func(s string) string { return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1) },
-		"listen":                            func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
-		"field nonsense not found":          func(s string) string { return s + "nonsense: 1\n" },
-		"lifecycle.unknown_tasks":           func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
-		"agents: at least one":              func(string) string { return "listen: 127.0.0.1:1\n" },
+		"agents[0].upstream": func(s string) string { return strings.Replace(s, "http://127.0.0.1:9001", "ftp://x", 1) },
+		"agents[1].protocol": func(s string) string { return strings.Replace(s, "protocol: acp", "protocol: smtp", 1) },
+		"agents[0].max_data_classification": func(s string) string {
+			return strings.Replace(s, "max_data_classification: restricted", "max_data_classification: secret", 1)
+		},
+		"agents[1].security_schemes[0]": func(s string) string {
+			return strings.Replace(s, "security_schemes: [oauth2]", "security_schemes: [kerberos]", 1)
+		},
+		"agents[1].route": func(s string) string { return strings.Replace(s, "route: /kyc", "route: kyc", 1) },
+		"agents[1].name": func(s string) string {
+			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
+		},
+		"listen":                   func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
+		"field nonsense not found": func(s string) string { return s + "nonsense: 1\n" },
+		"lifecycle.unknown_tasks":  func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"agents: at least one":     func(string) string { return "listen: 127.0.0.1:1\n" },
 	} {
 		_, err := Parse([]byte(mutate(good)))
 		if err == nil || !strings.Contains(err.Error(), key) {

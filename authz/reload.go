@@ -150,3 +150,20 @@ func addTree(w *fsnotify.Watcher, root string) error {
 		return nil
 	})
 }
+
+// OnSignal reloads each time a signal arrives on sig (the caller subscribes it to
+// SIGHUP with signal.Notify), until ctx ends.
+func (r *Reloader) OnSignal(ctx context.Context, sig <-chan os.Signal) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s, ok := <-sig:
+			if !ok {
+				return
+			}
+			r.log.Info("reloading policies on signal", "signal", s.String())
+			_ = r.Reload(ctx)
+		}
+	}
+}

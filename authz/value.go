@@ -1,8 +1,14 @@
 package authz
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"strconv"
+
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/writ-authz/writ/authz/identity"
 )
 
 // Value converts the input to an OPA value directly, field by field, so a decision
@@ -41,29 +47,49 @@ func (in *Input) Value() ast.Value {
 	return obj
 }
 
-// claimsValues caches the OPA form of verified claims by their digest: a token's
-// claims are converted once, not on every decision. Content-addressed, so sharing
-// it across engines is safe.
-var claimsValues, _ = lru.New[[32]byte, ast.Value](4096)
+// subValues caches the OPA form of the caller and target objects by a digest of
+// their content: a token's caller and a configured target are converted once, not
+// on every decision. Content-addressed, so entries are shared safely across
+// engines and policy revisions; OPA never mutates input values.
+var subValues, _ = lru.New[[32]byte, ast.Value](8192)
 
-func (c *InputCaller) claimsValue() ast.Value {
-	if c.claimsDigest != ([32]byte{}) {
-		if v, ok := claimsValues.Get(c.claimsDigest); ok {
-			return v
-		}
+// digestOf hashes a tag and strings with length prefixes.
+func digestOf(tag byte, fields ...string) [32]byte {
+	h := sha256.New()
+	h.Write([]byte{tag})
+	var n [4]byte
+	for _, f := range fields {
+		binary.BigEndian.PutUint32(n[:], uint32(len(f)))
+		h.Write(n[:])
+		h.Write([]byte(f))
 	}
-	v, err := ast.InterfaceToValue(c.Claims)
-	if err != nil {
-		v = ast.NewObject()
-	}
-	if c.claimsDigest != ([32]byte{}) {
-		claimsValues.Add(c.claimsDigest, v)
-	}
-	return v
+	var out [32]byte
+	h.Sum(out[:0])
+	return out
 }
 
 func (c *InputCaller) value() ast.Value {
-	claims := c.claimsValue()
+	cd := c.claimsDigest
+	if cd == ([32]byte{}) {
+		cd = identity.DigestClaims(c.Claims)
+	}
+	fields := []string{strconv.FormatBool(c.Authenticated), c.Method, c.Issuer, c.AgentID, c.UserID, c.Tenant,
+		string(cd[:]), strconv.Itoa(len(c.Scopes))}
+	fields = append(append(append(fields, c.Scopes...), strconv.Itoa(len(c.Chain))), c.Chain...)
+	key := digestOf('c', fields...)
+	if v, ok := subValues.Get(key); ok {
+		return v
+	}
+	v := c.build()
+	subValues.Add(key, v)
+	return v
+}
+
+func (c *InputCaller) build() ast.Value {
+	claims, err := ast.InterfaceToValue(c.Claims)
+	if err != nil {
+		claims = ast.NewObject()
+	}
 	return ast.NewObject(
 		item("authenticated", ast.Boolean(c.Authenticated)),
 		item("method", ast.String(c.Method)),
@@ -78,6 +104,21 @@ func (c *InputCaller) value() ast.Value {
 }
 
 func (t *InputTarget) value() ast.Value {
+	fields := []string{t.Name, t.Owner, t.MaxClassification, strconv.FormatBool(t.PushNotifications), strconv.Itoa(len(t.Tenants))}
+	fields = append(append(append(fields, t.Tenants...), strconv.Itoa(len(t.SecuritySchemes))), t.SecuritySchemes...)
+	for _, s := range t.Skills {
+		fields = append(append(fields, "skill", s.ID, strconv.Itoa(len(s.Tags))), s.Tags...)
+	}
+	key := digestOf('t', fields...)
+	if v, ok := subValues.Get(key); ok {
+		return v
+	}
+	v := t.build()
+	subValues.Add(key, v)
+	return v
+}
+
+func (t *InputTarget) build() ast.Value {
 	skills := make([]*ast.Term, len(t.Skills))
 	for i, s := range t.Skills {
 		skills[i] = ast.NewTerm(ast.NewObject(item("id", ast.String(s.ID)), item("tags", stringArray(s.Tags))))

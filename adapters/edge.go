@@ -5,6 +5,7 @@ package adapters
 
 import (
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/writ-authz/writ/adapters/a2a"
@@ -23,6 +24,20 @@ type Edge interface {
 	Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault)
 	// RenderFault renders a fault in the protocol shape of the request.
 	RenderFault(req *task.Request, f *task.Fault) wire.Rendered
+	// RenderStreamFault renders a fault as one SSE event, for errors mid-stream.
+	RenderStreamFault(req *task.Request, f *task.Fault) []byte
+	// ParseResponse turns a whole upstream answer to req into lifecycle events.
+	ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error)
+	// NewStreamReader reads an upstream SSE answer to req event by event.
+	NewStreamReader(req *task.Request, body io.Reader, maxEventBytes int) StreamReader
+}
+
+// StreamReader yields an upstream stream's SSE blocks (Raw: the exact bytes to pass
+// on) with the lifecycle events each carries. A block that is not a valid event is
+// returned with a non-nil error and its Raw set; the stream may go on. An error with
+// an empty Raw is a read error that ends the stream (io.EOF at its end).
+type StreamReader interface {
+	Next() (wire.SSEEvent, []task.Event, error)
 }
 
 type a2aEdge struct{}
@@ -34,6 +49,15 @@ func (a2aEdge) Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Faul
 func (a2aEdge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
 	return a2a.RenderFault(req, f)
 }
+func (a2aEdge) RenderStreamFault(req *task.Request, f *task.Fault) []byte {
+	return a2a.RenderStreamFault(req, f)
+}
+func (a2aEdge) ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error) {
+	return a2a.ParseResponse(req, status, body)
+}
+func (a2aEdge) NewStreamReader(req *task.Request, body io.Reader, max int) StreamReader {
+	return a2a.NewStreamReader(req, body, max)
+}
 
 type acpEdge struct{}
 
@@ -43,6 +67,15 @@ func (acpEdge) Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Faul
 }
 func (acpEdge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
 	return acp.RenderFault(req, f)
+}
+func (acpEdge) RenderStreamFault(req *task.Request, f *task.Fault) []byte {
+	return acp.RenderStreamFault(req, f)
+}
+func (acpEdge) ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error) {
+	return acp.ParseResponse(req, status, body)
+}
+func (acpEdge) NewStreamReader(req *task.Request, body io.Reader, max int) StreamReader {
+	return acp.NewStreamReader(req, body, max)
 }
 
 var edges = map[string]Edge{a2a.ProtocolName: a2aEdge{}, acp.ProtocolName: acpEdge{}}

@@ -63,6 +63,10 @@ type Limits struct {
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
 	// MaxEventBytes bounds one upstream SSE event (default 4 MiB).
 	MaxEventBytes int `yaml:"max_event_bytes"`
+	// AllowChunkedRequests accepts request bodies without Content-Length
+	// (Transfer-Encoding: chunked). Off by default: writ reads whole bodies anyway,
+	// and ambiguous framing is how request smuggling works.
+	AllowChunkedRequests bool `yaml:"allow_chunked_requests"`
 }
 
 // Lifecycle configures the task lifecycle store.

@@ -14,6 +14,7 @@ var version = "dev"
 const usage = `writ — policy-as-code delegation authorizer for A2A and ACP agents
 
 Usage:
+  writ serve [flags]     run the sidecar in front of the configured agents
   writ inspect [flags]   show the internal request a policy sees (or the protocol error)
   writ eval [flags]      one request through identity and the policy: input and decision
   writ policy test [DIR] run the policies' Rego tests through the embedded engine
@@ -37,6 +38,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "inspect":
 		return inspect(args[1:], stdin, stdout, stderr)
+	case "serve":
+		return serveCmd(args[1:], stderr)
 	case "eval":
 		return evalCmd(args[1:], stdout, stderr)
 	case "policy":

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/task"
+)
+
+// sidecar is a running writ: the proxy, its listeners and the policy reloader.
+type sidecar struct {
+	cfg      *config.Config
+	proxy    *proxy.Server
+	engine   *authz.Engine
+	reloader *authz.Reloader
+	ident    *identity.Resolver
+	store    *task.MemoryStore
+	srv      *http.Server
+	admin    *http.Server
+	ln       net.Listener
+	adminLn  net.Listener
+	log      *slog.Logger
+}
+
+// startSidecar builds everything from cfg and starts listening. A policy set that
+// does not compile or fails its own tests refuses the start.
+func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sidecar, error) {
+	ident, err := identity.New(cfg.Identity)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := authz.LoadPolicy(ctx, cfg.Policies, authz.LoadOptions{})
+	if err != nil {
+		ident.Close()
+		return nil, fmt.Errorf("policies %v: %w", cfg.Policies, err)
+	}
+	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize, DryRun: cfg.DryRun, Logger: log})
+	if err != nil {
+		ident.Close()
+		return nil, err
+	}
+	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: cfg.Lifecycle.MaxTasks,
+		MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner, TTL: cfg.Lifecycle.TTL})
+	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log})
+	if err != nil {
+		ident.Close()
+		return nil, err
+	}
+	sc := &sidecar{cfg: cfg, proxy: px, engine: engine, ident: ident, store: store, log: log,
+		reloader: authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)}
+	if sc.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+		ident.Close()
+		return nil, fmt.Errorf("listen: %w", err)
+	}
+	if sc.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
+		sc.ln.Close()
+		ident.Close()
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	sc.srv = px.HTTPServer(sc.ln.Addr().String())
+	sc.admin = &http.Server{Handler: sc.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = sc.srv.Serve(sc.ln) }()
+	go func() { _ = sc.admin.Serve(sc.adminLn) }()
+	if cfg.DryRun {
+		log.Warn("dry-run is on: every request passes; denials are only logged")
+	}
+	log.Info("writ is serving", "listen", sc.ln.Addr().String(), "admin", sc.adminLn.Addr().String(),
+		"agents", len(cfg.Agents), "policy_revision", pol.Revision, "policy_tests_passed", pol.Tests.Passed)
+	return sc, nil
+}
+
+// adminMux serves liveness and readiness on the admin listener.
+func (sc *sidecar) adminMux() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintf(w, "ready: policy revision %s\n", sc.engine.Policy().Revision)
+	})
+	return mux
+}
+
+// URL is the sidecar's base URL.
+func (sc *sidecar) URL() string { return "http://" + sc.ln.Addr().String() }
+
+// shutdown stops accepting, lets in-flight requests and streams finish up to the
+// deadline, then closes what is left.
+func (sc *sidecar) shutdown(timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = sc.srv.Shutdown(ctx)
+	_ = sc.admin.Shutdown(ctx)
+	sc.ident.Close()
+}
+
+// serveCmd runs `writ serve`.
+func serveCmd(args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "writ.yaml", "the configuration file")
+	listen := fs.String("listen", "", "override listen")
+	admin := fs.String("admin", "", "override admin")
+	upstream := fs.String("upstream", "", "override the upstream of the first agent (a sidecar has one)")
+	policies := fs.String("policies", "", "override policies (one directory)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg, err := config.Load(*path)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ serve: %v\n", err)
+		return 1
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *admin != "" {
+		cfg.Admin = *admin
+	}
+	if *upstream != "" && len(cfg.Agents) > 0 {
+		cfg.Agents[0].Upstream = *upstream
+	}
+	if *policies != "" {
+		cfg.Policies = []string{*policies}
+	}
+	if err := cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "writ serve: %v\n", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	sc, err := startSidecar(ctx, cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ serve: refusing to start: %v\n", err)
+		return 1
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go sc.reloader.OnSignal(ctx, hup)
+	go func() {
+		if err := sc.reloader.Watch(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			log.Warn("policy watch stopped; SIGHUP still reloads", "error", err)
+		}
+	}()
+	<-ctx.Done()
+	log.Info("shutting down: draining in-flight requests", "deadline", "30s")
+	sc.shutdown(30 * time.Second)
+	return 0
+}

@@ -1,0 +1,219 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-jose/go-jose/v4"
+	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/task"
+)
+
+// harness is writ in front of real upstreams on loopback, with a test identity
+// provider that signs real JWTs.
+type harness struct {
+	t      *testing.T
+	px     *Server
+	srv    *httptest.Server
+	store  *task.MemoryStore
+	signer jose.Signer
+	cfg    *config.Config
+}
+
+const testIssuer = "https://idp.test"
+
+func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)) *harness {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
+	if err := os.WriteFile(filepath.Join(dir, "jwks.json"), jwks, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
+		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := "policies: [../policies]\nlimits: {upstream_timeout: 2s, stream_idle_timeout: 2s}\n" +
+		"identity:\n  jwt:\n    - issuer: " + testIssuer + "\n      audiences: [writ]\n      jwks_file: " + filepath.Join(dir, "jwks.json") + "\n" +
+		"agents:\n  - {name: placeholder, upstream: 'http://127.0.0.1:1', max_data_classification: public, security_schemes: [oauth2]}\n"
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Agents = agents
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		if a.Route == "" {
+			a.Route = "/"
+		}
+		if a.Protocol == "" {
+			a.Protocol = "auto"
+		}
+		if a.JSONRPCPath == "" {
+			a.JSONRPCPath = "/"
+		}
+	}
+	if mutate != nil {
+		mutate(cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ident, err := identity.New(cfg.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ident.Close)
+	pol, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{SkipTests: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize, DryRun: cfg.DryRun})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
+	px, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: store,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, px: px, store: store, signer: signer, cfg: cfg}
+	h.srv = httptest.NewUnstartedServer(px)
+	h.srv.Config = px.HTTPServer("")
+	h.srv.Start()
+	t.Cleanup(h.srv.Close)
+	return h
+}
+
+// caller describes who a test token speaks for.
+type caller struct {
+	agent, user, tenant, class string
+	scopes                     string
+	chain                      []string // oldest first
+}
+
+var (
+	investigator = caller{agent: "payments-investigator", user: "u-42", tenant: "wholesale", class: "restricted",
+		scopes: "delegate", chain: []string{"orchestrator"}}
+	retailBot = caller{agent: "retail-bot", user: "u-7", tenant: "retail", class: "internal", scopes: "delegate"}
+)
+
+// token signs a JWT for c, with the RFC 8693 act chain.
+func (h *harness) token(c caller) string {
+	h.t.Helper()
+	claims := map[string]any{"iss": testIssuer, "aud": "writ", "sub": c.user, "tenant": c.tenant,
+		"scope": c.scopes, "exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
+	if c.class != "" {
+		claims["classification"] = c.class
+	}
+	act := map[string]any{"sub": c.agent}
+	cur := act
+	for i := len(c.chain) - 1; i >= 0; i-- {
+		next := map[string]any{"sub": c.chain[i]}
+		cur["act"] = next
+		cur = next
+	}
+	claims["act"] = act
+	tok, err := jwt.Signed(h.signer).Claims(claims).Serialize()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return tok
+}
+
+// do sends one request through writ.
+func (h *harness) do(method, path, token string, body any, hdr map[string]string) (*http.Response, []byte) {
+	h.t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = bytes.NewBufferString(b)
+	case []byte:
+		rd = bytes.NewReader(b)
+	default:
+		raw, _ := json.Marshal(b)
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequest(method, h.srv.URL+path, rd)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	return resp, out
+}
+
+// rpc sends a JSON-RPC request and decodes the envelope.
+func (h *harness) rpc(path, token, version, method string, params any) (int, rpcAnswer) {
+	h.t.Helper()
+	hdr := map[string]string{}
+	if version != "" {
+		hdr["A2A-Version"] = version
+	}
+	resp, body := h.do("POST", path, token, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, hdr)
+	var a rpcAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		h.t.Fatalf("%s: not JSON-RPC: %s", method, body)
+	}
+	a.raw = body
+	return resp.StatusCode, a
+}
+
+type rpcAnswer struct {
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    []struct {
+			Reason string `json:"reason"`
+		} `json:"data"`
+	} `json:"error"`
+	raw []byte
+}
+
+// reasons lists the ErrorInfo reasons of an error answer.
+func (a rpcAnswer) reasons() []string {
+	var out []string
+	if a.Error != nil {
+		for _, d := range a.Error.Data {
+			out = append(out, d.Reason)
+		}
+	}
+	return out
+}

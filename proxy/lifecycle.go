@@ -1,0 +1,131 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/writ-authz/writ/task"
+)
+
+// continues reports whether the request acts on an existing task: the follow-up
+// operations, and a send or stream that names a task (a reply).
+func continues(req *task.Request) bool {
+	if req.TaskID == "" {
+		return false
+	}
+	switch req.Operation {
+	case task.OpSend, task.OpStream:
+		return true
+	}
+	return req.Operation.FollowUp()
+}
+
+// lookupTask loads the lifecycle record of the task the request continues. A task
+// writ never saw, or one that runs on another agent, is not found (unless the
+// configured migration rule lets the policy decide).
+func (s *Server) lookupTask(ctx context.Context, x *exchange) *task.Fault {
+	if !continues(&x.req) {
+		return nil
+	}
+	rec, ok, err := s.store.Get(ctx, x.req.TaskID)
+	if err != nil {
+		s.log.Error("lifecycle store unavailable; the request is denied", "error", err)
+		return task.NewFault(task.KindInternal, "the task lifecycle store is unavailable")
+	}
+	if ok && rec.Agent != x.rt.agent.Name {
+		return notFound(x.req.TaskID)
+	}
+	if !ok {
+		if s.cfg.Lifecycle.UnknownTasks != "allow" {
+			return notFound(x.req.TaskID)
+		}
+		return nil
+	}
+	x.record = &rec
+	return nil
+}
+
+// lifecycleLaw is enforced in Go, never by policy: no message to a terminal task,
+// no cancel of a terminal task. It runs after the decision, so a caller who does
+// not own the task learns nothing of its state (it was answered TaskNotFound).
+func lifecycleLaw(x *exchange) *task.Fault {
+	if x.record == nil {
+		return nil
+	}
+	st := x.record.Task.State
+	if !st.Terminal() {
+		return nil
+	}
+	switch x.req.Operation {
+	case task.OpSend, task.OpStream:
+		return task.NewFault(task.KindTaskTerminal, fmt.Sprintf("task %s is %s: it takes no more messages", x.req.TaskID, st))
+	case task.OpCancel:
+		return task.NewFault(task.KindTaskNotCancelable, fmt.Sprintf("task %s is %s and cannot be cancelled", x.req.TaskID, st))
+	}
+	return nil
+}
+
+// observe records what an upstream answer said about tasks. A task is recorded
+// the first time an answer reveals it, owned by the caller who created it. An
+// illegal transition keeps the stored state and is logged as a protocol violation.
+func (s *Server) observe(ctx context.Context, x *exchange, events []task.Event) {
+	for _, ev := range events {
+		if ev.TaskID == "" || ev.Kind == task.EventMessage || ev.Kind == task.EventError {
+			continue
+		}
+		_, err := s.store.Apply(ctx, ev.TaskID, ev)
+		if errors.Is(err, task.ErrNotFound) {
+			err = s.create(ctx, x, ev)
+		}
+		var te *task.TransitionError
+		switch {
+		case errors.As(err, &te):
+			s.stats.Violations.Add(1)
+			s.log.Warn("protocol violation: the upstream reported an illegal transition; the stored state is kept",
+				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "from", te.From, "to", te.To)
+		case err != nil:
+			s.log.Error("lifecycle store: recording an event failed", "task_id", ev.TaskID, "error", err)
+		}
+	}
+}
+
+// create records a newly revealed task. Only the request that created it (a send
+// or stream without a task id, or a follow-up under the migration rule) may.
+func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) error {
+	if x.req.TaskID != "" && x.req.TaskID != ev.TaskID && s.cfg.Lifecycle.UnknownTasks != "allow" {
+		return nil
+	}
+	switch x.req.Operation {
+	case task.OpSend, task.OpStream:
+	default:
+		if s.cfg.Lifecycle.UnknownTasks != "allow" {
+			return nil
+		}
+	}
+	state := ev.State
+	if state == "" {
+		state = task.Queued
+	}
+	level := task.Level(x.input.Task.Classification)
+	now := time.Now()
+	rec := task.Record{
+		Task: task.Task{ID: ev.TaskID, ContextID: ev.ContextID, State: state, Chain: x.caller.Chain,
+			Owner:          task.Owner{AgentID: x.caller.AgentID, Tenant: x.caller.Tenant, UserID: x.caller.UserID},
+			Classification: level},
+		Agent: x.rt.agent.Name, Protocol: x.req.Protocol.Name, Version: x.req.Protocol.Version,
+		Created: now, Updated: now,
+	}
+	if ev.Task != nil {
+		rec.Task.Artifacts = ev.Task.Artifacts
+	}
+	if ev.Artifact != nil && ev.Artifact.Name != "" {
+		rec.Task.Artifacts = append(rec.Task.Artifacts, ev.Artifact.Name)
+	}
+	err := s.store.Create(ctx, rec)
+	if errors.Is(err, task.ErrExists) { // created concurrently: apply instead
+		_, err = s.store.Apply(ctx, ev.TaskID, ev)
+	}
+	return err
+}

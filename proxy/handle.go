@@ -99,6 +99,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x.dec = d
 	if !d.Allow {
 		s.stats.Denied.Add(1)
+		if req.Operation == task.OpCard {
+			// A card is only for callers who may see the agent; to everyone else
+			// the agent does not exist.
+			w.Header().Set(DecisionHeader, d.ID)
+			http.NotFound(w, r)
+			return
+		}
 		s.fail(w, x, denialFault(x))
 		return
 	}

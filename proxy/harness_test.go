@@ -198,22 +198,33 @@ func (h *harness) rpc(path, token, version, method string, params any) (int, rpc
 type rpcAnswer struct {
 	Result json.RawMessage `json:"result"`
 	Error  *struct {
-		Code    int    `json:"code"`
-		Message string `json:"message"`
-		Data    []struct {
-			Reason string `json:"reason"`
-		} `json:"data"`
+		Code    int             `json:"code"`
+		Message string          `json:"message"`
+		Data    json.RawMessage `json:"data"`
 	} `json:"error"`
 	raw []byte
 }
 
-// reasons lists the ErrorInfo reasons of an error answer.
+// reasons lists the ErrorInfo reasons of an error answer: error.data is the list
+// in A2A 1.0, an object holding it as "details" in 0.3.
 func (a rpcAnswer) reasons() []string {
-	var out []string
-	if a.Error != nil {
-		for _, d := range a.Error.Data {
-			out = append(out, d.Reason)
+	if a.Error == nil {
+		return nil
+	}
+	type info struct {
+		Reason string `json:"reason"`
+	}
+	var list []info
+	if json.Unmarshal(a.Error.Data, &list) != nil {
+		var obj struct {
+			Details []info `json:"details"`
 		}
+		_ = json.Unmarshal(a.Error.Data, &obj)
+		list = obj.Details
+	}
+	var out []string
+	for _, d := range list {
+		out = append(out, d.Reason)
 	}
 	return out
 }

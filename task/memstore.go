@@ -215,7 +215,7 @@ func (m *MemoryStore) Apply(_ context.Context, id string, ev Event) (Record, err
 	}
 	if to != "" {
 		from := rec.Task.State
-		next, aerr := Advance(from, to)
+		next, aerr := Observe(from, to)
 		switch {
 		case aerr != nil:
 			rec.Violations++

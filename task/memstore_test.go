@@ -387,7 +387,8 @@ func TestMemoryStoreStatsByState(t *testing.T) {
 		}, map[State]int{Queued: 2}, 0},
 		{"one runs", func() { apply(t, m, "a", Running) }, map[State]int{Queued: 1, Running: 1}, 0},
 		{"illegal move counts nothing twice", func() {
-			m.Apply(ctx, "b", Event{Kind: EventStatus, State: Succeeded})
+			m.Apply(ctx, "b", Event{Kind: EventStatus, State: Queued})
+			m.Apply(ctx, "a", Event{Kind: EventStatus, State: Queued})
 		}, map[State]int{Queued: 1, Running: 1}, 1},
 		{"same state", func() { apply(t, m, "a", Running) }, map[State]int{Queued: 1, Running: 1}, 1},
 		{"a succeeds", func() { apply(t, m, "a", Succeeded) }, map[State]int{Queued: 1, Succeeded: 1}, 1},
@@ -542,7 +543,7 @@ func TestMemoryStoreAgainstModel(t *testing.T) {
 				}
 				break
 			}
-			next, aerr := Advance(it.state, to)
+			next, aerr := Observe(it.state, to)
 			if (aerr == nil) != (err == nil) {
 				t.Fatalf("step %d: Apply(%s, %s->%s) = %v, want %v", step, id, it.state, to, err, aerr)
 			}

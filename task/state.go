@@ -110,3 +110,43 @@ func CanMove(from, to State) bool {
 	_, err := Advance(from, to)
 	return err == nil
 }
+
+// reachable[from][to] holds when some sequence of legal moves leads from one state
+// to the other.
+var reachable = func() map[State]map[State]bool {
+	out := map[State]map[State]bool{}
+	for _, from := range States {
+		seen := map[State]bool{}
+		queue := []State{from}
+		for len(queue) > 0 {
+			s := queue[0]
+			queue = queue[1:]
+			for next := range transitions[s] {
+				if !seen[next] {
+					seen[next] = true
+					queue = append(queue, next)
+				}
+			}
+		}
+		out[from] = seen
+	}
+	return out
+}()
+
+// Observe is Advance for an observer that sees samples of a task's state rather
+// than every move: a blocking answer shows only where the task ended, so
+// awaiting_input → succeeded (via running) is legal to observe. A state that no
+// sequence of legal moves reaches — anything out of a terminal state, or back to
+// queued — is refused with the same *TransitionError as Advance.
+func Observe(from, to State) (State, error) {
+	if !from.Valid() || !to.Valid() {
+		return from, &TransitionError{From: from, To: to}
+	}
+	if from == to {
+		return to, nil
+	}
+	if from.Terminal() || !reachable[from][to] {
+		return from, &TransitionError{From: from, To: to}
+	}
+	return to, nil
+}

@@ -73,7 +73,7 @@ type Store interface {
 	// Apply records one event for the existing task id (ev.TaskID is not
 	// consulted) and returns the record as updated:
 	//   - a state (ev.State, or for a snapshot with no ev.State, ev.Task.State)
-	//     moves the task through Advance; an event with no state only touches
+	//     moves the task through Observe (an answer may skip intermediate states); an event with no state only touches
 	//     artifacts and the context id;
 	//   - an artifact event adds its artifact's name (its id if it has no name),
 	//     and a snapshot adds its artifact names, in order and without duplicates;

@@ -178,7 +178,7 @@ func TestStoreApplyLifecycle(t *testing.T) {
 		{"start", status(task.Running), task.Running, nil, 0},
 		{"repeat running", status(task.Running), task.Running, nil, 0},
 		{"ask for input", status(task.AwaitingInput), task.AwaitingInput, nil, 0},
-		{"input -> succeeded skips running", status(task.Succeeded), task.AwaitingInput, task.ErrIllegalTransition, 1},
+		{"input -> queued goes back", status(task.Queued), task.AwaitingInput, task.ErrIllegalTransition, 1},
 		{"resume", status(task.Running), task.Running, nil, 1},
 		{"artifact only", task.Event{Kind: task.EventArtifact, Artifact: &task.ArtifactRef{Name: "a"}}, task.Running, nil, 1},
 		{"snapshot state", task.Event{Kind: task.EventTask, Task: &task.Task{State: task.Succeeded}}, task.Succeeded, nil, 1},

@@ -94,9 +94,9 @@ func checkRendered(t *testing.T, req *task.Request, r wire.Rendered, code int, i
 			JSONRPC string          `json:"jsonrpc"`
 			ID      json.RawMessage `json:"id"`
 			Error   struct {
-				Code    int           `json:"code"`
-				Message string        `json:"message"`
-				Data    []ErrorDetail `json:"data"`
+				Code    int             `json:"code"`
+				Message string          `json:"message"`
+				Data    json.RawMessage `json:"data"`
 			} `json:"error"`
 		}
 		if err := json.Unmarshal(r.Body, &env); err != nil {
@@ -105,8 +105,20 @@ func checkRendered(t *testing.T, req *task.Request, r wire.Rendered, code int, i
 		if env.JSONRPC != "2.0" || env.Error.Code != code || string(env.ID) != id || env.Error.Message == "" {
 			t.Errorf("rendered %s, want code %d id %s", r.Body, code, id)
 		}
-		if len(env.Error.Data) == 0 || env.Error.Data[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" {
-			t.Errorf("error.data lacks ErrorInfo: %s", r.Body)
+		// 1.0: a list of ErrorInfo; 0.3: an object (0.3 clients decode a map)
+		// whose details hold the same list.
+		var infos []ErrorDetail
+		if req.Protocol.Version == V10 {
+			_ = json.Unmarshal(env.Error.Data, &infos)
+		} else {
+			var obj legacyData
+			if err := json.Unmarshal(env.Error.Data, &obj); err != nil || obj.Reason == "" {
+				t.Errorf("0.3 error.data is not an object with a reason: %s", r.Body)
+			}
+			infos = obj.Details
+		}
+		if len(infos) == 0 || infos[0].Type != "type.googleapis.com/google.rpc.ErrorInfo" {
+			t.Errorf("error data lacks ErrorInfo: %s", r.Body)
 		}
 	case req.Protocol.Version == V10:
 		var e restError

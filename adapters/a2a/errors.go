@@ -96,9 +96,28 @@ func details(f *task.Fault) []ErrorDetail {
 }
 
 type rpcError struct {
-	Code    int           `json:"code"`
-	Message string        `json:"message"`
-	Data    []ErrorDetail `json:"data,omitempty"`
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Data    any    `json:"data,omitempty"`
+}
+
+// legacyData is error.data for A2A 0.3: an object, as 0.3 clients (a2a-go
+// decodes it into a map) expect. It holds the same facts as the 1.0 details.
+type legacyData struct {
+	Reason  string        `json:"reason"`
+	Domain  string        `json:"domain"`
+	Denials []task.Denial `json:"denials,omitempty"`
+	Details []ErrorDetail `json:"details"`
+}
+
+// errorData is error.data in the request's version: 1.0 a list of ErrorInfo,
+// 0.3 an object.
+func errorData(req *task.Request, f *task.Fault) any {
+	d := details(f)
+	if req.Protocol.Version == V10 {
+		return d
+	}
+	return legacyData{Reason: d[0].Reason, Domain: d[0].Domain, Denials: f.Denials, Details: d}
 }
 
 type rpcErrorResponse struct {
@@ -139,12 +158,12 @@ func RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
 			id = json.RawMessage("null")
 		}
 		body, _ := json.Marshal(rpcErrorResponse{JSONRPC: "2.0", ID: id,
-			Error: rpcError{Code: CodeOf(f.Kind), Message: f.Message, Data: details(f)}})
+			Error: rpcError{Code: CodeOf(f.Kind), Message: f.Message, Data: errorData(req, f)}})
 		return wire.Rendered{Status: jsonrpcHTTPStatus(f.Kind), ContentType: "application/json", Body: body}
 	}
 	status := wire.HTTPStatus(f.Kind)
 	if req.Protocol.Version == V03 {
-		body, _ := json.Marshal(rpcError{Code: CodeOf(f.Kind), Message: f.Message, Data: details(f)})
+		body, _ := json.Marshal(rpcError{Code: CodeOf(f.Kind), Message: f.Message, Data: errorData(req, f)})
 		return wire.Rendered{Status: status, ContentType: "application/json", Body: body}
 	}
 	body, _ := json.Marshal(restError{Error: restErrorBody{Code: status, Status: shapeOf(f.Kind).restStatus,

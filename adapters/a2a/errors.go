@@ -54,7 +54,7 @@ var shapes = map[task.Kind]faultShape{
 	task.KindContentType:               {CodeContentTypeNotSupport, "CONTENT_TYPE_NOT_SUPPORTED", A2ADomain, "INVALID_ARGUMENT"},
 	task.KindTaskNotFound:              {CodeTaskNotFound, "TASK_NOT_FOUND", A2ADomain, "NOT_FOUND"},
 	task.KindTaskNotCancelable:         {CodeTaskNotCancelable, "TASK_NOT_CANCELABLE", A2ADomain, "FAILED_PRECONDITION"},
-	task.KindTaskTerminal:              {CodeUnsupportedOperation, "TASK_TERMINAL", WritDomain, "FAILED_PRECONDITION"},
+	task.KindTaskTerminal:              {CodeUnsupportedOperation, "UNSUPPORTED_OPERATION", A2ADomain, "FAILED_PRECONDITION"},
 	task.KindUnsupported:               {CodeUnsupportedOperation, "UNSUPPORTED_OPERATION", A2ADomain, "FAILED_PRECONDITION"},
 	task.KindPushNotSupported:          {CodePushNotSupported, "PUSH_NOTIFICATION_NOT_SUPPORTED", A2ADomain, "FAILED_PRECONDITION"},
 	task.KindExtendedCardNotConfigured: {CodeExtendedCardNotConfig, "EXTENDED_AGENT_CARD_NOT_CONFIGURED", A2ADomain, "FAILED_PRECONDITION"},
@@ -84,10 +84,19 @@ type ErrorDetail struct {
 	Metadata map[string]string `json:"metadata,omitempty"`
 }
 
-// details lists the fault's own reason first, then one entry per denial.
+// TerminalReason marks an UnsupportedOperation that refused a message to a task
+// in a terminal state.
+const TerminalReason = "TASK_TERMINAL"
+
+// details lists the fault's own reason first (an A2A reason where A2A has one, so
+// SDK clients map it to their typed error), writ's finer reason next where it has
+// one, then one entry per denial.
 func details(f *task.Fault) []ErrorDetail {
 	s := shapeOf(f.Kind)
 	out := []ErrorDetail{{Type: errorInfo, Reason: s.reason, Domain: s.domain}}
+	if f.Kind == task.KindTaskTerminal {
+		out = append(out, ErrorDetail{Type: errorInfo, Reason: TerminalReason, Domain: WritDomain})
+	}
 	for _, d := range f.Denials {
 		out = append(out, ErrorDetail{Type: errorInfo, Reason: d.Code, Domain: WritDomain,
 			Metadata: map[string]string{"reason": d.Reason}})

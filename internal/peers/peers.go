@@ -1,0 +1,342 @@
+// Package peers runs the real @a2a-js/sdk peers in testdata/peers/js (an A2A 1.0 agent and client) from Go tests.
+package peers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/writ-authz/writ/internal/seedagents"
+)
+
+const (
+	modulePath   = "github.com/writ-authz/writ"
+	readyTimeout = 30 * time.Second
+	clientLimit  = 30 * time.Second
+	npmTimeout   = 5 * time.Minute
+	stopTimeout  = 5 * time.Second
+	readyMarker  = ".writ-npm-ci-ok" // written into node_modules after a good npm ci
+)
+
+var (
+	npmOnce sync.Once
+	npmDir  string
+	npmErr  error
+)
+
+// EnsureNode skips the test when node is not on PATH; otherwise it makes sure
+// testdata/peers/js has its node_modules (running `npm ci` once per process,
+// under a lock shared with other test processes, when they are missing or
+// incomplete) and returns that directory.
+func EnsureNode(t testing.TB) string {
+	t.Helper()
+	if _, err := exec.LookPath("node"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("node is not on PATH: CI must run the @a2a-js/sdk peer tests (.ci/run installs Node)")
+		}
+		t.Skip("node is not on PATH; skipping the @a2a-js/sdk peer tests")
+	}
+	npmOnce.Do(func() { npmDir, npmErr = prepare() })
+	if npmErr != nil {
+		t.Fatalf("peers: %v", npmErr)
+	}
+	return npmDir
+}
+
+// repoRoot walks up from the working directory to writ's go.mod.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && moduleLine(b) == modulePath {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
+		}
+		dir = parent
+	}
+}
+
+func moduleLine(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+func installed(dir string) bool {
+	for _, p := range []string{
+		filepath.Join("node_modules", readyMarker),
+		filepath.Join("node_modules", "@a2a-js", "sdk", "package.json"),
+		filepath.Join("node_modules", "express", "package.json"),
+	} {
+		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// prepare finds testdata/peers/js and runs npm ci there if needed. A lock
+// directory keeps concurrent test processes (go test ./...) from running npm ci
+// over each other or using a half-installed tree.
+func prepare() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir := filepath.Join(root, "testdata", "peers", "js")
+	if installed(dir) {
+		return dir, nil
+	}
+	unlock, err := lockDir(filepath.Join(dir, ".npm-ci.lock"), npmTimeout)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if installed(dir) {
+		return dir, nil
+	}
+	if _, err := exec.LookPath("npm"); err != nil {
+		return "", fmt.Errorf("node is on PATH but npm is not, and %s/node_modules is missing", dir)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), npmTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund")
+	cmd.Dir = dir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci in %s: %w\n%s", dir, err, out)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "node_modules", readyMarker), nil, 0o644); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// lockDir takes a lock by creating path (a directory), waiting up to limit.
+// A lock older than limit is taken to be left over by a dead process.
+func lockDir(path string, limit time.Duration) (func(), error) {
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := os.Mkdir(path, 0o755)
+		if err == nil {
+			return func() { _ = os.Remove(path) }, nil
+		}
+		if !errors.Is(err, os.ErrExist) {
+			return nil, err
+		}
+		if fi, err := os.Stat(path); err == nil && time.Since(fi.ModTime()) > limit {
+			_ = os.Remove(path)
+			continue
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("timed out waiting for %s", path)
+		}
+		<-tick.C
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written.
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// readyWriter watches the agent's stdout for its READY line.
+type readyWriter struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan string
+	sent  bool
+}
+
+// Write collects output and reports its first line.
+func (w *readyWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if !w.sent {
+		if line, _, ok := bytes.Cut(w.buf.Bytes(), []byte("\n")); ok {
+			w.sent = true
+			w.ready <- strings.TrimSpace(string(line))
+		}
+	}
+	return len(p), nil
+}
+
+// StartJSAgent starts `node agent.mjs --agent <agent>` (sanctions, clarifier or
+// slow) on a free 127.0.0.1 port, advertising cardURL on its card when it is
+// not empty, waits for its READY line and returns its base URL
+// (http://127.0.0.1:port). A cleanup stops it; it also exits on its own if
+// the test process dies (its stdin closes).
+func StartJSAgent(t testing.TB, agent string, cardURL string) (baseURL string) {
+	t.Helper()
+	dir := EnsureNode(t)
+	args := []string{"agent.mjs", "--agent", agent, "--port", "0"}
+	if cardURL != "" {
+		args = append(args, "--card-url", cardURL)
+	}
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("node", args...)
+	cmd.Dir = dir
+	cmd.Stdin = stdinR
+	out := &readyWriter{ready: make(chan string, 1)}
+	stderr := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, stderr
+	if err := cmd.Start(); err != nil {
+		_ = stdinR.Close()
+		_ = stdinW.Close()
+		t.Fatalf("start agent.mjs: %v", err)
+	}
+	_ = stdinR.Close()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+
+	stop := func() {
+		_ = stdinW.Close()
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		timer := time.NewTimer(stopTimeout)
+		defer timer.Stop()
+		select {
+		case <-exited:
+		case <-timer.C:
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+	}
+
+	timer := time.NewTimer(readyTimeout)
+	defer timer.Stop()
+	var line string
+	select {
+	case line = <-out.ready:
+	case err := <-exited:
+		_ = stdinW.Close()
+		t.Fatalf("agent.mjs --agent %s exited before READY: %v\n%s", agent, err, stderr.String())
+	case <-timer.C:
+		stop()
+		t.Fatalf("agent.mjs --agent %s: no READY line within %s\n%s", agent, readyTimeout, stderr.String())
+	}
+	port, ok := strings.CutPrefix(line, "READY ")
+	if !ok || port == "" {
+		stop()
+		t.Fatalf("agent.mjs --agent %s printed %q, want READY <port>\n%s", agent, line, stderr.String())
+	}
+	t.Cleanup(func() {
+		stop()
+		if t.Failed() {
+			if s := stderr.String(); s != "" {
+				t.Logf("agent.mjs --agent %s stderr:\n%s", agent, s)
+			}
+		}
+	})
+	return "http://127.0.0.1:" + port
+}
+
+// RunJSClient runs `node client.mjs <args>` (see testdata/peers/js/client.mjs:
+// --url, --token, --scenario send|stream|clarify|cancel, --binding
+// jsonrpc|rest) with a 30s limit and returns its JSON output lines. The error
+// is non-nil when the client exits non-zero (the lines are still returned: the
+// last one usually holds {"error":{...}}) or prints a line that is not JSON.
+func RunJSClient(t testing.TB, args ...string) ([]map[string]any, error) {
+	t.Helper()
+	dir := EnsureNode(t)
+	ctx, cancel := context.WithTimeout(context.Background(), clientLimit)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{"client.mjs"}, args...)...)
+	cmd.Dir = dir
+	cmd.WaitDelay = stopTimeout
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	runErr := cmd.Run()
+	var lines []map[string]any
+	sc := bufio.NewScanner(&stdout)
+	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
+	for sc.Scan() {
+		text := strings.TrimSpace(sc.Text())
+		if text == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(text), &m); err != nil {
+			return lines, fmt.Errorf("client.mjs printed a line that is not a JSON object: %q (stderr: %s)", text, stderr.String())
+		}
+		lines = append(lines, m)
+	}
+	if runErr != nil {
+		return lines, fmt.Errorf("client.mjs %s: %w (stderr: %s)", strings.Join(args, " "), runErr, strings.TrimSpace(stderr.String()))
+	}
+	return lines, nil
+}
+
+// JSAgentRequests returns what the JS agent at baseURL has received so far
+// (its GET /_writ/requests; the last 1000 requests, oldest first). Method is
+// the A2A 1.0 method name (SendMessage, SendStreamingMessage, CancelTask, ...)
+// or "GET /path" for other routes; header names are canonicalised.
+func JSAgentRequests(t testing.TB, baseURL string) []seedagents.Observed {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/_writ/requests", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("JS agent requests: %v", err)
+	}
+	defer resp.Body.Close()
+	var raw []seedagents.Observed
+	if err := json.NewDecoder(resp.Body).Decode(&raw); err != nil {
+		t.Fatalf("JS agent requests: %v", err)
+	}
+	for i := range raw {
+		h := make(http.Header, len(raw[i].Header))
+		for k, vs := range raw[i].Header {
+			for _, v := range vs {
+				h.Add(k, v)
+			}
+		}
+		raw[i].Header = h
+	}
+	return raw
+}

@@ -1,0 +1,288 @@
+// A real A2A 1.0 agent on @a2a-js/sdk 1.3.0, for writ's tests.
+//
+//   node agent.mjs --agent sanctions|clarifier|slow [--port 0] [--card-url URL]
+//                  [--delay MS] [--ignore-stdin]
+//
+// Behaviours (the seed's worked example; the Go twins are in internal/seedagents):
+//   sanctions  working -> artifact "sanctions-screening" (text "<beneficiary>: 1 possible
+//              match (score 0.83) against SDN list" + data {matches, top_score, list,
+//              recommendation}) -> completed "Screening complete.". The beneficiary comes
+//              from a data part {"beneficiary": ...}, default "Acme Trading FZE".
+//   clarifier  first message: working -> input-required "Which jurisdiction should I
+//              screen against?"; a follow-up on the same task: working -> completed
+//              "Screened. No matches.".
+//   slow       working, then waits until cancelled (-> canceled) or --delay ms
+//              (default 30000) pass, then screens as sanctions does.
+// Cancelling a task that is already terminal (canceled included) answers
+// TaskNotCancelable (-32002); the stock SDK answers a repeated cancel with the task.
+//
+// Serves JSON-RPC at POST /, HTTP+JSON (REST) at the 1.0 paths (/message:send, ...),
+// the card at /.well-known/agent-card.json (its interfaces advertise --card-url, by
+// default this server), and GET /_writ/requests: the requests received so far (the
+// last 1000; {method, path, header, caller, taskId}). legacyCompat is off: requests
+// without `A2A-Version: 1.0` are refused with -32009.
+//
+// Binds 127.0.0.1 only. Prints exactly one line, `READY <port>`, to stdout once
+// listening. Exits on SIGTERM/SIGINT, and when stdin closes (so a test that dies does
+// not leak it) unless --ignore-stdin is given.
+
+import http from 'node:http';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { parseArgs } from 'node:util';
+import express from 'express';
+import { AgentCard, AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
+import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
+import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
+import { TaskNotCancelableError } from '@a2a-js/sdk/errors';
+
+// stdout carries the READY line only: anything the SDK logs goes to stderr.
+console.log = console.info = (...a) => console.error(...a);
+
+const { values: args } = parseArgs({
+  options: {
+    agent: { type: 'string', default: 'sanctions' },
+    port: { type: 'string', default: '0' },
+    'card-url': { type: 'string', default: '' },
+    delay: { type: 'string', default: '30000' },
+    'ignore-stdin': { type: 'boolean', default: false },
+  },
+});
+
+const AGENTS = {
+  sanctions: { name: 'sanctions-screening-agent', description: 'Screens counterparties against sanctions and watch lists.' },
+  clarifier: { name: 'clarifier', description: 'Screens counterparties against sanctions lists; asks which jurisdiction first.' },
+  slow: { name: 'slow', description: 'Screens counterparties slowly; for cancellation and deadline tests.' },
+};
+const kind = args.agent;
+if (!AGENTS[kind]) {
+  console.error(`agent.mjs: --agent must be one of ${Object.keys(AGENTS).join(', ')}`);
+  process.exit(2);
+}
+const delayMs = Number.parseInt(args.delay, 10);
+
+const DEFAULT_BENEFICIARY = 'Acme Trading FZE';
+const SCREENING_DONE = 'Screening complete.';
+const CLARIFY_QUESTION = 'Which jurisdiction should I screen against?';
+const CLARIFY_DONE = 'Screened. No matches.';
+const CANCELLED_TEXT = 'Screening cancelled.';
+const TERMINAL = [
+  TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
+  TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED,
+];
+
+// ---------- parts and messages (protobuf-shaped, as the SDK's types want) ----------
+const part = (content) => ({ content, metadata: undefined, filename: '', mediaType: '' });
+const textPart = (t) => part({ $case: 'text', value: t });
+const dataPart = (d) => part({ $case: 'data', value: d });
+const now = () => new Date().toISOString();
+
+function agentMessage(taskId, contextId, text) {
+  return {
+    messageId: `agent-${crypto.randomUUID()}`, contextId, taskId, role: Role.ROLE_AGENT,
+    parts: [textPart(text)], metadata: undefined, extensions: [], referenceTaskIds: [],
+  };
+}
+
+function beneficiary(msg) {
+  for (const p of msg?.parts || []) {
+    const b = p.content?.$case === 'data' ? p.content.value?.beneficiary : undefined;
+    if (typeof b === 'string' && b.trim() !== '') return b;
+  }
+  return DEFAULT_BENEFICIARY;
+}
+
+// ---------- executor ----------
+class SeedExecutor {
+  contexts = new Map(); // taskId -> contextId, while the task runs
+  waiting = new Map(); // taskId -> wake(cancelled), for the slow agent
+
+  status(bus, taskId, contextId, state, text) {
+    bus.publish(AgentEvent.statusUpdate({
+      taskId, contextId, metadata: undefined,
+      status: { state, message: text ? agentMessage(taskId, contextId, text) : undefined, timestamp: now() },
+    }));
+  }
+
+  screen(bus, taskId, contextId, msg) {
+    const who = beneficiary(msg);
+    bus.publish(AgentEvent.artifactUpdate({
+      taskId, contextId, append: false, lastChunk: true, metadata: undefined,
+      artifact: {
+        artifactId: 'art-1', name: 'sanctions-screening', description: 'Screening result with match detail',
+        parts: [
+          textPart(`${who}: 1 possible match (score 0.83) against SDN list`),
+          dataPart({ matches: 1, top_score: 0.83, list: 'SDN', recommendation: 'manual_review' }),
+        ],
+        metadata: undefined, extensions: [],
+      },
+    }));
+    this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, SCREENING_DONE);
+  }
+
+  async execute(ctx, bus) {
+    const { taskId, contextId } = ctx;
+    const msg = ctx.userMessage;
+    const existing = ctx.task;
+    this.contexts.set(taskId, contextId);
+    try {
+      if (!existing) {
+        bus.publish(AgentEvent.task({
+          id: taskId, contextId, artifacts: [], history: [msg], metadata: undefined,
+          status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
+        }));
+      }
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
+      if (kind === 'clarifier') {
+        if (!existing) {
+          this.status(bus, taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, CLARIFY_QUESTION);
+        } else {
+          this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, CLARIFY_DONE);
+        }
+        bus.finished();
+        return;
+      }
+      if (kind === 'slow') {
+        const cancelled = await new Promise((resolve) => {
+          const timer = setTimeout(() => { this.waiting.delete(taskId); resolve(false); }, delayMs);
+          this.waiting.set(taskId, () => { clearTimeout(timer); resolve(true); });
+        });
+        if (cancelled) return; // cancelTask published canceled and finished the bus
+      }
+      this.screen(bus, taskId, contextId, msg);
+      bus.finished();
+    } finally {
+      this.contexts.delete(taskId);
+    }
+  }
+
+  async cancelTask(taskId, bus) {
+    const wake = this.waiting.get(taskId);
+    this.waiting.delete(taskId);
+    this.status(bus, taskId, this.contexts.get(taskId) || '', TaskState.TASK_STATE_CANCELED, CANCELLED_TEXT);
+    bus.finished();
+    wake?.();
+  }
+}
+
+// ---------- what reached the agent ----------
+const requestStore = new AsyncLocalStorage();
+const seen = [];
+const MAX_SEEN = 1000;
+
+function record(req) {
+  const header = {};
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    (header[req.rawHeaders[i]] ||= []).push(req.rawHeaders[i + 1]);
+  }
+  const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '' };
+  seen.push(o);
+  if (seen.length > MAX_SEEN) seen.shift();
+  return o;
+}
+
+const METHOD_NAMES = {
+  sendMessage: 'SendMessage',
+  sendMessageStream: 'SendStreamingMessage',
+  getTask: 'GetTask',
+  listTasks: 'ListTasks',
+  cancelTask: 'CancelTask',
+  resubscribe: 'SubscribeToTask',
+  createTaskPushNotificationConfig: 'CreateTaskPushNotificationConfig',
+  getTaskPushNotificationConfig: 'GetTaskPushNotificationConfig',
+  listTaskPushNotificationConfigs: 'ListTaskPushNotificationConfigs',
+  deleteTaskPushNotificationConfig: 'DeleteTaskPushNotificationConfig',
+  getAuthenticatedExtendedAgentCard: 'GetExtendedAgentCard',
+};
+
+// SeedHandler is the SDK's handler with a strict cancel, and it notes each call's
+// A2A method and task id on the request's record.
+class SeedHandler extends DefaultRequestHandler {
+  async cancelTask(params, context) {
+    const task = await this.taskStore.load(params.id, context);
+    if (task && TERMINAL.includes(task.status?.state)) {
+      throw new TaskNotCancelableError(`Task not cancelable: ${params.id} is already terminal`);
+    }
+    return super.cancelTask(params, context);
+  }
+
+  async _createRequestContext(params, context) {
+    const rc = await super._createRequestContext(params, context);
+    const o = requestStore.getStore();
+    if (o && !o.taskId) o.taskId = rc.taskId;
+    return rc;
+  }
+}
+for (const [name, rpc] of Object.entries(METHOD_NAMES)) {
+  const inner = SeedHandler.prototype[name];
+  if (typeof inner !== 'function') continue;
+  SeedHandler.prototype[name] = function (params, context) {
+    const o = requestStore.getStore();
+    if (o && !o.rpc) {
+      o.rpc = true;
+      o.method = rpc;
+      o.taskId = params?.message?.taskId || params?.taskId || params?.id || '';
+    }
+    return inner.call(this, params, context);
+  };
+}
+
+// ---------- card and server ----------
+const card = {
+  name: AGENTS[kind].name,
+  description: AGENTS[kind].description,
+  supportedInterfaces: [], // filled in once the port is known
+  provider: undefined,
+  version: '3.1.0',
+  documentationUrl: undefined,
+  capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false, extensions: [] },
+  securitySchemes: {},
+  securityRequirements: [],
+  defaultInputModes: ['text/plain', 'application/json'],
+  defaultOutputModes: ['text/plain', 'application/json'],
+  skills: [{
+    id: 'screen', name: 'Screen a counterparty',
+    description: 'Screen a legal entity or individual against SDN, UN and local lists.',
+    tags: ['sanctions', 'compliance', 'screening'], examples: ['Screen Acme Trading FZE'],
+    inputModes: [], outputModes: [], securityRequirements: [],
+  }],
+  signatures: [],
+  iconUrl: undefined,
+};
+
+const handler = new SeedHandler(card, new InMemoryTaskStore(), new SeedExecutor());
+const userBuilder = UserBuilder.noAuthentication;
+const app = express();
+app.get('/_writ/requests', (_req, res) => res.json(seen.map(({ rpc, ...o }) => o)));
+app.use((req, _res, next) => requestStore.run(record(req), next));
+app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: async () => AgentCard.toJSON(card) }));
+app.post('/', jsonRpcHandler({ requestHandler: handler, userBuilder }));
+app.use(restHandler({ requestHandler: handler, userBuilder }));
+
+const server = http.createServer(app);
+let closing = false;
+function shutdown(code) {
+  if (closing) return;
+  closing = true;
+  server.closeAllConnections?.();
+  server.close();
+  process.exit(code);
+}
+process.on('SIGTERM', () => shutdown(0));
+process.on('SIGINT', () => shutdown(0));
+if (!args['ignore-stdin']) {
+  process.stdin.on('end', () => shutdown(0));
+  process.stdin.on('close', () => shutdown(0));
+  process.stdin.on('error', () => shutdown(0));
+  process.stdin.resume();
+}
+
+server.once('error', (e) => { console.error('agent.mjs:', e.message); process.exit(1); });
+server.listen(Number.parseInt(args.port, 10), '127.0.0.1', () => {
+  const { port } = server.address();
+  const base = (args['card-url'] || `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+  card.supportedInterfaces.push(
+    { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+    { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
+  );
+  process.stdout.write(`READY ${port}\n`);
+});

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"context"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
@@ -28,71 +30,113 @@ type exchange struct {
 	dec    authz.Decision
 }
 
+// Incoming is one request as the decision path sees it, whether it reached the
+// sidecar or came in an Envoy CheckRequest.
+type Incoming struct {
+	Method, Path, Host, RemoteAddr string
+	Query                          url.Values
+	Header                         http.Header
+	Body                           []byte
+	// BodyErr is set when the body could not be read whole (wire.ErrBodyTooLarge,
+	// or a partial body).
+	BodyErr error
+	// Chunked: the body came with Transfer-Encoding instead of Content-Length.
+	Chunked          bool
+	PeerCertificates []*x509.Certificate
+}
+
+// errHidden marks a denied card request: the agent does not exist for this caller.
+var errHidden = errors.New("hidden")
+
 // ServeHTTP runs the pipeline: limits → parse → identity → lifecycle record →
 // decision → lifecycle law → serve (card, directory) or forward.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.stats.Requests.Add(1)
-	// writ's own header is never believed from a caller.
-	r.Header.Del(CallerHeader)
 	if r.URL.Path == DirectoryPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+		r.Header.Del(CallerHeader)
 		s.serveDirectory(w, r, directoryA2A)
 		return
 	}
-	rt, rest := s.match(r.URL.Path)
-	if rt == nil {
+	inc := Incoming{Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr, Query: r.URL.Query(),
+		Header: r.Header, Chunked: len(r.TransferEncoding) > 0, PeerCertificates: peerCerts(r)}
+	if !inc.Chunked || s.cfg.Limits.AllowChunkedRequests {
+		in, err := wire.FromHTTP(r, s.lim.MaxBodyBytes)
+		inc.Body, inc.BodyErr = in.Body, err
+	}
+	x, f, hidden := s.decide(r.Context(), inc)
+	switch {
+	case x == nil:
 		http.NotFound(w, r)
-		return
+	case hidden:
+		w.Header().Set(DecisionHeader, x.dec.ID)
+		http.NotFound(w, r)
+	case f != nil:
+		if inc.Chunked && !s.cfg.Limits.AllowChunkedRequests {
+			// Whatever follows on this connection is not read as another request.
+			w.Header().Set("Connection", "close")
+		}
+		s.fail(w, x, f)
+	case x.req.Operation == task.OpDiscover:
+		s.serveDirectory(w, r, directoryACP)
+	case x.req.Operation == task.OpCard && x.req.Protocol.Name == "a2a":
+		s.serveCard(w, r, x)
+	default:
+		s.forward(w, r, x)
 	}
-	x := &exchange{rt: rt, edge: rt.edge(rest)}
-	if len(r.TransferEncoding) > 0 && !s.cfg.Limits.AllowChunkedRequests {
+}
+
+// decide runs the pipeline up to the answer: parse, identity, lifecycle record,
+// decision, lifecycle law. It returns the exchange (nil when no route matches),
+// the fault that refuses the request (nil: allowed), and whether a refused card
+// request must look like a missing agent.
+func (s *Server) decide(ctx context.Context, inc Incoming) (*exchange, *task.Fault, bool) {
+	// writ's own header is never believed from a caller.
+	inc.Header.Del(CallerHeader)
+	rt, rest := s.match(inc.Path)
+	if rt == nil {
+		return nil, nil, false
+	}
+	x := &exchange{rt: rt, edge: rt.edge(rest),
+		in: wire.Inbound{Method: inc.Method, Path: rest, Query: inc.Query, Header: inc.Header, Body: inc.Body}}
+	if inc.Chunked && !s.cfg.Limits.AllowChunkedRequests {
 		// Go drops a Content-Length sent beside Transfer-Encoding, so this also
-		// refuses the classic smuggling pair. The connection is closed after the
-		// answer: whatever follows on it is not read as another request.
-		w.Header().Set("Connection", "close")
-		x.req, _ = x.edge.Parse(wire.Inbound{Method: r.Method, Path: rest, Query: r.URL.Query(), Header: r.Header}, s.lim)
-		s.fail(w, x, task.NewFault(task.KindNotARequest, "Transfer-Encoding is not accepted on requests; send Content-Length"))
-		return
-	}
-	in, err := wire.FromHTTP(r, s.lim.MaxBodyBytes)
-	in.Path = rest
-	x.in = in
-	if err != nil {
+		// refuses the classic smuggling pair.
 		x.in.Body = nil
 		x.req, _ = x.edge.Parse(x.in, s.lim)
-		if errors.Is(err, wire.ErrBodyTooLarge) {
-			s.fail(w, x, task.NewFault(task.KindTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.lim.MaxBodyBytes)))
-		} else {
-			s.fail(w, x, task.NewFault(task.KindMalformed, "the request body could not be read"))
+		return x, task.NewFault(task.KindNotARequest, "Transfer-Encoding is not accepted on requests; send Content-Length"), false
+	}
+	if inc.BodyErr != nil {
+		x.in.Body = nil
+		x.req, _ = x.edge.Parse(x.in, s.lim)
+		if errors.Is(inc.BodyErr, wire.ErrBodyTooLarge) {
+			return x, task.NewFault(task.KindTooLarge, fmt.Sprintf("request body exceeds %d bytes", s.lim.MaxBodyBytes)), false
 		}
-		return
+		return x, task.NewFault(task.KindMalformed, "the request body could not be read whole: "+inc.BodyErr.Error()), false
 	}
 	req, fault := x.edge.Parse(x.in, s.lim)
 	x.req = req
 	if fault != nil {
-		s.fail(w, x, fault)
-		return
+		return x, fault, false
 	}
 	if req.Operation == task.OpDiscover {
-		s.serveDirectory(w, r, directoryACP)
-		return
+		return x, nil, false // the directory decides per agent
 	}
-	caller, idErr := s.ident.Identify(r.Context(), identity.Credentials{Header: r.Header, PeerCertificates: peerCerts(r)})
+	caller, idErr := s.ident.Identify(ctx, identity.Credentials{Header: inc.Header, PeerCertificates: inc.PeerCertificates})
 	if idErr != nil {
-		s.log.Info("credentials refused; the caller is anonymous", "error", idErr, "path", r.URL.Path)
+		s.log.Info("credentials refused; the caller is anonymous", "error", idErr, "path", inc.Path)
 	}
 	x.caller = caller
-	if f := s.lookupTask(r.Context(), x); f != nil {
-		s.fail(w, x, f)
-		return
+	if f := s.lookupTask(ctx, x); f != nil {
+		return x, f, false
 	}
 	var rec *task.Task
 	if x.record != nil {
 		rec = &x.record.Task
 	}
 	x.input = authz.BuildInput(&authz.Facts{Request: &x.req, Caller: caller, Target: rt.target, Record: rec,
-		HTTP:                  authz.HTTPInfo{Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr},
+		HTTP:                  authz.HTTPInfo{Method: inc.Method, Path: inc.Path, Host: inc.Host, RemoteAddr: inc.RemoteAddr},
 		DefaultClassification: s.cfg.DefaultClassification})
-	d, err := s.engine.Decide(r.Context(), x.input)
+	d, err := s.engine.Decide(ctx, x.input)
 	if err != nil {
 		s.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
 	}
@@ -102,22 +146,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if req.Operation == task.OpCard {
 			// A card is only for callers who may see the agent; to everyone else
 			// the agent does not exist.
-			w.Header().Set(DecisionHeader, d.ID)
-			http.NotFound(w, r)
-			return
+			return x, task.NewFault(task.KindTaskNotFound, "not found"), true
 		}
-		s.fail(w, x, denialFault(x))
-		return
+		return x, denialFault(x), false
 	}
-	if f := lifecycleLaw(x); f != nil {
-		s.fail(w, x, f)
-		return
-	}
-	if req.Operation == task.OpCard && req.Protocol.Name == "a2a" {
-		s.serveCard(w, r, x)
-		return
-	}
-	s.forward(w, r, x)
+	return x, lifecycleLaw(x), false
 }
 
 // fail answers with a fault in the request's protocol shape.
@@ -161,5 +194,3 @@ func peerCerts(r *http.Request) []*x509.Certificate {
 	}
 	return r.TLS.PeerCertificates
 }
-
-

@@ -21,15 +21,11 @@ func jsWorld(t *testing.T) *harness {
 	slow := peers.StartJSAgent(t, "slow", "")
 	like := func(name, route, up string) config.Agent {
 		a := sanctionsAgent(up)
-		a.Name, a.Route = name, route
+		a.Name, a.Route, a.PublicURL = name, route, "self"
 		return a
 	}
-	h := newHarness(t, []config.Agent{like("sanctions-screening-agent", "/", sanctions),
+	return newHarness(t, []config.Agent{like("sanctions-screening-agent", "/", sanctions),
 		like("sanctions-clarifier", "/clarifier", clarifier), like("sanctions-slow", "/slow", slow)}, nil)
-	for i := range h.cfg.Agents {
-		h.cfg.Agents[i].PublicURL = h.srv.URL + h.cfg.Agents[i].Route
-	}
-	return h
 }
 
 // jsClient runs the real JS SDK client through writ.

@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,6 +76,17 @@ func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)
 			a.JSONRPCPath = "/"
 		}
 	}
+	// The listener comes first, so agents configured with public_url "self" can
+	// advertise writ's own address.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range cfg.Agents {
+		if cfg.Agents[i].PublicURL == "self" {
+			cfg.Agents[i].PublicURL = "http://" + ln.Addr().String() + strings.TrimSuffix(cfg.Agents[i].Route, "/")
+		}
+	}
 	if mutate != nil {
 		mutate(cfg)
 	}
@@ -101,6 +114,8 @@ func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)
 	}
 	h := &harness{t: t, px: px, store: store, signer: signer, cfg: cfg}
 	h.srv = httptest.NewUnstartedServer(px)
+	h.srv.Listener.Close()
+	h.srv.Listener = ln
 	h.srv.Config = px.HTTPServer("")
 	h.srv.Start()
 	t.Cleanup(h.srv.Close)

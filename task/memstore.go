@@ -35,6 +35,11 @@ type MemoryLimits struct {
 	// dropped. It keeps an upstream that streams endless artifacts from growing a
 	// record without bound.
 	MaxArtifacts int
+	// MaxPushPerTask bounds a task's push configs (default 10).
+	MaxPushPerTask int
+	// MaxPushPerOwner bounds the push configs of one owner across tasks
+	// (default 1000).
+	MaxPushPerOwner int
 	// Now is the store's clock; nil means time.Now. It must be safe for
 	// concurrent use. Tests set it to drive expiry.
 	Now func() time.Time
@@ -79,6 +84,9 @@ type MemoryStore struct {
 	// first. An owner with no records has no list.
 	owners  map[string]*list.List
 	byState map[State]int
+	// ownerPush counts each owner's push configs across tasks.
+	ownerPush map[string]int
+	pushSeq   uint64
 	// why says why the record being removed goes; the callback reads it.
 	why                          removal
 	evicted, expired, violations uint64
@@ -117,10 +125,17 @@ func NewMemoryStore(l MemoryLimits) *MemoryStore {
 	if l.Now == nil {
 		l.Now = time.Now
 	}
+	if l.MaxPushPerTask <= 0 {
+		l.MaxPushPerTask = 10
+	}
+	if l.MaxPushPerOwner <= 0 {
+		l.MaxPushPerOwner = 1000
+	}
 	m := &MemoryStore{
-		limits:  l,
-		owners:  make(map[string]*list.List),
-		byState: make(map[State]int, len(States)),
+		limits:    l,
+		owners:    make(map[string]*list.List),
+		byState:   make(map[State]int, len(States)),
+		ownerPush: make(map[string]int),
 	}
 	lru, err := simplelru.NewLRU(l.MaxTasks, m.removed)
 	if err != nil { // unreachable: the size is positive
@@ -188,6 +203,9 @@ func (m *MemoryStore) Create(_ context.Context, r Record) error {
 	}
 	e.elem = ol.PushBack(e)
 	m.byState[e.rec.Task.State]++
+	if n := len(e.rec.Push); n > 0 {
+		m.ownerPush[e.owner] += n
+	}
 	m.lru.Add(id, e) // at MaxTasks this evicts the oldest through m.removed
 	return nil
 }
@@ -335,6 +353,11 @@ func (m *MemoryStore) removed(_ string, e *entry) {
 		}
 	}
 	m.byState[e.rec.Task.State]--
+	if n := len(e.rec.Push); n > 0 {
+		if m.ownerPush[e.owner] -= n; m.ownerPush[e.owner] <= 0 {
+			delete(m.ownerPush, e.owner)
+		}
+	}
 	switch m.why {
 	case removeEvicted:
 		m.evicted++
@@ -363,4 +386,74 @@ func addArtifact(t *Task, name string, limit int) {
 		return
 	}
 	t.Artifacts = append(t.Artifacts, name)
+}
+
+// live returns the entry of id for a write, or ErrNotFound. m.mu must be held for
+// writing.
+func (m *MemoryStore) live(id string, now time.Time) (*entry, error) {
+	e, ok := m.lru.Peek(id)
+	if !ok {
+		return nil, fmt.Errorf("task %q: %w", id, ErrNotFound)
+	}
+	if m.expiredAt(e, now) {
+		m.remove(id, removeExpired)
+		return nil, fmt.Errorf("task %q: %w", id, ErrNotFound)
+	}
+	return e, nil
+}
+
+// SetPush implements Store. Setting a config counts as an update of the task.
+func (m *MemoryStore) SetPush(_ context.Context, id string, p PushConfig) (PushConfig, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.limits.Now()
+	m.sweep(now)
+	e, err := m.live(id, now)
+	if err != nil {
+		return PushConfig{}, err
+	}
+	if p.ID == "" {
+		m.pushSeq++
+		p.ID = fmt.Sprintf("push-%d", m.pushSeq)
+	}
+	for i := range e.rec.Push {
+		if e.rec.Push[i].ID == p.ID {
+			e.rec.Push[i] = p
+			return p, nil
+		}
+	}
+	if len(e.rec.Push) >= m.limits.MaxPushPerTask {
+		return PushConfig{}, fmt.Errorf("task %q: %w (%d per task)", id, ErrPushLimit, m.limits.MaxPushPerTask)
+	}
+	if m.ownerPush[e.owner] >= m.limits.MaxPushPerOwner {
+		return PushConfig{}, fmt.Errorf("task %q: %w (%d per owner)", id, ErrPushLimit, m.limits.MaxPushPerOwner)
+	}
+	e.rec.Push = append(e.rec.Push, p)
+	m.ownerPush[e.owner]++
+	e.rec.Updated = now
+	m.lru.Get(id)
+	m.owners[e.owner].MoveToBack(e.elem)
+	return p, nil
+}
+
+// DeletePush implements Store.
+func (m *MemoryStore) DeletePush(_ context.Context, id, cid string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.limits.Now()
+	m.sweep(now)
+	e, err := m.live(id, now)
+	if err != nil {
+		return err
+	}
+	for i := range e.rec.Push {
+		if e.rec.Push[i].ID == cid {
+			e.rec.Push = append(e.rec.Push[:i:i], e.rec.Push[i+1:]...)
+			if m.ownerPush[e.owner]--; m.ownerPush[e.owner] <= 0 {
+				delete(m.ownerPush, e.owner)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("task %q config %q: %w", id, cid, ErrPushNotFound)
 }

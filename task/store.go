@@ -28,6 +28,9 @@ type Record struct {
 	Updated time.Time
 	// Violations counts the illegal transitions the upstream reported for this task.
 	Violations int
+	// Push holds the task's push-notification configs, which writ keeps and
+	// delivers itself (the agent never sees them).
+	Push []PushConfig
 }
 
 // Sentinel errors of a Store. Implementations wrap them with the task id; match
@@ -41,6 +44,10 @@ var (
 	// ErrInvalidRecord: Create was given a record without a task id or with an
 	// unknown state.
 	ErrInvalidRecord = errors.New("invalid task record")
+	// ErrPushLimit: a push config over the per-task or per-owner bound.
+	ErrPushLimit = errors.New("too many push notification configs")
+	// ErrPushNotFound: no push config of the task has the id.
+	ErrPushNotFound = errors.New("push notification config not found")
 )
 
 // Store keeps the lifecycle records of tasks. The proxy reads it on every follow-up
@@ -90,6 +97,15 @@ type Store interface {
 
 	// Len is the number of records the store holds.
 	Len() int
+
+	// SetPush adds a push config to the task, or replaces the one with the same
+	// id; a config without an id gets one. It returns the config as stored.
+	// ErrNotFound for an unknown task, ErrPushLimit over a bound.
+	SetPush(ctx context.Context, id string, p PushConfig) (PushConfig, error)
+
+	// DeletePush removes the task's push config cid: ErrNotFound for an unknown
+	// task, ErrPushNotFound for an unknown config.
+	DeletePush(ctx context.Context, id, cid string) error
 }
 
 // clone returns a copy of r that shares no memory with it.
@@ -97,5 +113,6 @@ func (r Record) clone() Record {
 	r.Task.Artifacts = slices.Clone(r.Task.Artifacts)
 	r.Task.Chain = slices.Clone(r.Task.Chain)
 	r.Task.Structured = nil
+	r.Push = slices.Clone(r.Push)
 	return r
 }

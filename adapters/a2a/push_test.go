@@ -1,0 +1,122 @@
+package a2a
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/task"
+)
+
+// TestStripPush: every captured send with a push config, stripped, parses to the
+// same request without the config.
+func TestStripPush(t *testing.T) {
+	for combo := range methods {
+		raw, req, f := readRequest(t, filepath.Join(fixtures, combo, "send_push.request.http"), Options{})
+		if f != nil || req.Push == nil {
+			t.Fatalf("%s: %v %+v", combo, f, req.Push)
+		}
+		in, _ := wire.ReadMessage(raw, 0)
+		body, err := StripPush(&req, in.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(body), "agents.bank.ae/cb") || strings.Contains(string(body), "s3cret") {
+			t.Errorf("%s: push config left in %s", combo, body)
+		}
+		in.Body = body
+		again, f := Parse(in, Options{})
+		if f != nil || again.Push != nil || again.Message.Parts != req.Message.Parts ||
+			again.Classification != req.Classification || !reflect.DeepEqual(again.AcceptedOutputModes, req.AcceptedOutputModes) {
+			t.Errorf("%s: after stripping: %+v %v", combo, again, f)
+		}
+	}
+}
+
+// keys lists the JSON keys of a document, recursively, as paths.
+func keys(v any, prefix string, out *[]string) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, val := range x {
+			*out = append(*out, prefix+"."+k)
+			keys(val, prefix+"."+k, out)
+		}
+	case []any:
+		for _, val := range x {
+			keys(val, prefix+"[]", out)
+		}
+	}
+}
+
+func shape(t *testing.T, body []byte) []string {
+	t.Helper()
+	if len(body) == 0 {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		t.Fatalf("%v: %s", err, body)
+	}
+	var out []string
+	keys(v, "", &out)
+	sort.Strings(out)
+	return compactKeys(out)
+}
+
+func compactKeys(in []string) []string {
+	var out []string
+	for i, k := range in {
+		if i == 0 || in[i-1] != k {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// TestRenderPushResultMatchesSDKs: writ answers the push-config operations
+// itself, in exactly the shape (keys and status) the SDK servers answer them.
+func TestRenderPushResultMatchesSDKs(t *testing.T) {
+	cfg := task.PushConfig{ID: "cfg-1", URL: "https://agents.bank.ae/cb", Token: "s3cret", AuthScheme: "Bearer", Credentials: "c"}
+	for combo := range methods {
+		for _, op := range []string{"push_set", "push_get", "push_list", "push_delete"} {
+			path := filepath.Join(fixtures, combo, op)
+			_, req, f := readRequest(t, path+".request.http", Options{})
+			if f != nil {
+				t.Fatal(f)
+			}
+			status, want := readResponse(t, path+".response.http")
+			got := RenderPushResult(&req, []task.PushConfig{cfg})
+			if combo == "v0.3/jsonrpc" && op == "push_delete" {
+				// a2a-go answers an empty body (its own client cannot read it); writ
+				// answers a JSON-RPC null result instead.
+				if !strings.Contains(string(got.Body), `"result":null`) {
+					t.Errorf("%s %s: %s", combo, op, got.Body)
+				}
+				continue
+			}
+			if got.Status != status {
+				t.Errorf("%s %s: status %d, SDK %d", combo, op, got.Status, status)
+			}
+			if g, w := shape(t, got.Body), shape(t, want); !reflect.DeepEqual(g, w) {
+				t.Errorf("%s %s: keys\n got %v\n SDK %v", combo, op, g, w)
+			}
+		}
+	}
+}
+
+func TestRenderNotification(t *testing.T) {
+	tk := &task.Task{ID: "t-1", ContextID: "c-1", State: task.AwaitingInput}
+	ct, body, err := RenderNotification(tk, V10)
+	if err != nil || ct != "application/a2a+json" || !strings.Contains(string(body), `"state":"TASK_STATE_INPUT_REQUIRED"`) ||
+		!strings.Contains(string(body), `"statusUpdate"`) {
+		t.Fatalf("1.0: %s %s %v", ct, body, err)
+	}
+	ct, body, err = RenderNotification(tk, V03)
+	if err != nil || ct != "application/json" || !strings.Contains(string(body), `"state":"input-required"`) || !strings.Contains(string(body), `"kind":"task"`) {
+		t.Fatalf("0.3: %s %s %v", ct, body, err)
+	}
+}

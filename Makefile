@@ -20,10 +20,10 @@ deps:
 test: deps lint
 	$(GO) test -race -count=1 ./...
 
-# The main job on an embedded default. Until the sidecar lands this is `writ
-# inspect` on a bundled A2A 1.0 request: what a policy will see of it.
+# The main job on an embedded default: writ in front of the seed's agents, driven
+# through the whole delegation scenario with a real A2A client.
 run: deps
-	$(GO) run ./cmd/writ inspect -example a2a-1.0-send
+	$(GO) run ./cmd/writ demo
 
 bench: deps
 	$(GO) test -run='^$$' -bench=. -benchmem ./...

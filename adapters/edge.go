@@ -30,6 +30,17 @@ type Edge interface {
 	ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error)
 	// NewStreamReader reads an upstream SSE answer to req event by event.
 	NewStreamReader(req *task.Request, body io.Reader, maxEventBytes int) StreamReader
+	// StripPush removes a send's push config from the body forwarded upstream
+	// (writ keeps and delivers push notifications itself).
+	StripPush(req *task.Request, body []byte) ([]byte, error)
+	// RenderPushResult answers a push-config operation writ served itself.
+	RenderPushResult(req *task.Request, configs []task.PushConfig) wire.Rendered
+	// RenderNotification renders a task's state change for a push callback, in
+	// the protocol version the task was created with.
+	RenderNotification(t *task.Task, version string) (contentType string, body []byte, err error)
+	// GetTaskRequest renders a request asking the upstream for a task's current
+	// state (to follow a task after its request returned), shaped like req.
+	GetTaskRequest(req *task.Request, taskID string) (method, path string, body []byte, get *task.Request)
 }
 
 // StreamReader yields an upstream stream's SSE blocks (Raw: the exact bytes to pass
@@ -58,6 +69,18 @@ func (a2aEdge) ParseResponse(req *task.Request, status int, body []byte) ([]task
 func (a2aEdge) NewStreamReader(req *task.Request, body io.Reader, max int) StreamReader {
 	return a2a.NewStreamReader(req, body, max)
 }
+func (a2aEdge) StripPush(req *task.Request, body []byte) ([]byte, error) {
+	return a2a.StripPush(req, body)
+}
+func (a2aEdge) RenderPushResult(req *task.Request, configs []task.PushConfig) wire.Rendered {
+	return a2a.RenderPushResult(req, configs)
+}
+func (a2aEdge) RenderNotification(t *task.Task, version string) (string, []byte, error) {
+	return a2a.RenderNotification(t, version)
+}
+func (a2aEdge) GetTaskRequest(req *task.Request, taskID string) (string, string, []byte, *task.Request) {
+	return a2a.GetTaskRequest(req, taskID)
+}
 
 type acpEdge struct{}
 
@@ -76,6 +99,19 @@ func (acpEdge) ParseResponse(req *task.Request, status int, body []byte) ([]task
 }
 func (acpEdge) NewStreamReader(req *task.Request, body io.Reader, max int) StreamReader {
 	return acp.NewStreamReader(req, body, max)
+}
+
+// ACP has no push notifications: a run's body carries no callback to strip, and
+// push-config operations do not exist (writ never routes one to this adapter).
+func (acpEdge) StripPush(_ *task.Request, body []byte) ([]byte, error) { return body, nil }
+func (acpEdge) RenderPushResult(req *task.Request, _ []task.PushConfig) wire.Rendered {
+	return acp.RenderFault(req, task.NewFault(task.KindPushNotSupported, "ACP has no push notifications"))
+}
+func (acpEdge) RenderNotification(*task.Task, string) (string, []byte, error) {
+	return "", nil, fmt.Errorf("ACP has no push notifications")
+}
+func (acpEdge) GetTaskRequest(req *task.Request, runID string) (string, string, []byte, *task.Request) {
+	return acp.GetRunRequest(req, runID)
 }
 
 var edges = map[string]Edge{a2a.ProtocolName: a2aEdge{}, acp.ProtocolName: acpEdge{}}

@@ -98,6 +98,9 @@ func (s *Server) publicCard(ctx context.Context, rt *route) (*task.AgentCard, st
 		iface.URL = rebase(iface.URL, base, rt.upstream)
 		card.Interfaces = append(card.Interfaces, iface)
 	}
+	if len(rt.target.Skills) > 0 {
+		card.Skills = rt.target.Skills // the config's skills override the card's
+	}
 	card.SecuritySchemes = s.schemes
 	card.Security = nil
 	for _, sc := range s.schemes {
@@ -106,11 +109,19 @@ func (s *Server) publicCard(ctx context.Context, rt *route) (*task.AgentCard, st
 	return &card, version, nil
 }
 
-// rebase moves an interface URL of the upstream onto the public base URL, keeping
-// the path below the upstream's own base.
+// rebase moves an interface URL onto the public base URL: a URL of the upstream
+// keeps its path below the upstream's own base; a URL that already is under the
+// public base stays; any other URL (an address writ does not guard) becomes the
+// base itself.
 func rebase(raw, base string, upstream *url.URL) string {
 	u, err := url.Parse(raw)
 	if err != nil {
+		return base
+	}
+	if strings.HasPrefix(raw, strings.TrimSuffix(base, "/")) {
+		return raw
+	}
+	if u.Host != upstream.Host {
 		return base
 	}
 	rest := strings.TrimPrefix(u.Path, strings.TrimSuffix(upstream.Path, "/"))

@@ -52,3 +52,19 @@ func TestCheckMatchesServe(t *testing.T) {
 		t.Fatalf("directory: %+v %s", v, v.Answer.Body)
 	}
 }
+
+func TestRebase(t *testing.T) {
+	up, _ := url.Parse("http://127.0.0.1:9000/agent")
+	for raw, want := range map[string]string{
+		"http://127.0.0.1:9000/agent":        "https://writ.example/s",
+		"http://127.0.0.1:9000/agent/v1":     "https://writ.example/s/v1",
+		"https://writ.example/s":             "https://writ.example/s", // already public: not doubled
+		"https://writ.example/s/rest":        "https://writ.example/s/rest",
+		"https://elsewhere.example/backdoor": "https://writ.example/s",
+		"::not a url":                        "https://writ.example/s",
+	} {
+		if got := rebase(raw, "https://writ.example/s", up); got != want {
+			t.Errorf("rebase(%q) = %q, want %q", raw, got, want)
+		}
+	}
+}

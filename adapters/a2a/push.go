@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"time"
 
 	"github.com/writ-authz/writ/adapters/wire"
@@ -166,4 +167,29 @@ func RenderNotification(t *task.Task, version string) (contentType string, body 
 	}
 	body, err = RenderTask(t, V03)
 	return "application/json", body, err
+}
+
+// GetTaskRequest renders a get-task request in the version and binding of req,
+// for following a task after its request returned; get is the internal request it
+// stands for (to parse the answer with).
+func GetTaskRequest(req *task.Request, taskID string) (method, path string, body []byte, get *task.Request) {
+	get = &task.Request{Operation: task.OpGet, TaskID: taskID, Tenant: req.Tenant,
+		Protocol: task.Protocol{Name: ProtocolName, Version: req.Protocol.Version, Binding: req.Protocol.Binding}}
+	if req.Protocol.Binding == task.BindingREST {
+		get.Protocol.Method = "GET /tasks/{id}"
+		path = "/tasks/" + url.PathEscape(taskID)
+		if req.Protocol.Version == V03 {
+			get.Protocol.Method, path = "GET /v1/tasks/{id}", "/v1"+path
+		} else if req.Tenant != "" {
+			path = "/" + url.PathEscape(req.Tenant) + path
+		}
+		return http.MethodGet, path, nil, get
+	}
+	rpc := "tasks/get"
+	if req.Protocol.Version == V10 {
+		rpc = "GetTask"
+	}
+	get.Protocol.Method, get.RPCID = rpc, json.RawMessage(`"writ-follow"`)
+	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
+	return http.MethodPost, "/", body, get
 }

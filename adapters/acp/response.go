@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/url"
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
@@ -205,4 +206,13 @@ func (s *StreamReader) Next() (wire.SSEEvent, []task.Event, error) {
 	}
 	events, err := s.c.event(bytes.TrimSpace(ev.Data))
 	return ev, events, err
+}
+
+// GetRunRequest renders a request for a run's current state (GET /runs/{id}),
+// for following an async run after its request returned; get is the internal
+// request it stands for.
+func GetRunRequest(req *task.Request, runID string) (method, path string, body []byte, get *task.Request) {
+	get = &task.Request{Operation: task.OpGet, TaskID: runID,
+		Protocol: task.Protocol{Name: ProtocolName, Version: req.Protocol.Version, Binding: task.BindingREST, Method: "GET /runs/{run_id}"}}
+	return "GET", "/runs/" + url.PathEscape(runID), nil, get
 }

@@ -15,6 +15,7 @@ const usage = `writ — policy-as-code delegation authorizer for A2A and ACP age
 
 Usage:
   writ serve [flags]     run the sidecar in front of the configured agents
+  writ demo [-serve]     run writ in front of real demo agents through the whole scenario
   writ inspect [flags]   show the internal request a policy sees (or the protocol error)
   writ eval [flags]      one request through identity and the policy: input and decision
   writ policy test [DIR] run the policies' Rego tests through the embedded engine
@@ -40,6 +41,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return inspect(args[1:], stdin, stdout, stderr)
 	case "serve":
 		return serveCmd(args[1:], stderr)
+	case "demo":
+		return demoCmd(args[1:], stdout, stderr)
 	case "eval":
 		return evalCmd(args[1:], stdout, stderr)
 	case "policy":

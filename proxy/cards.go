@@ -101,6 +101,10 @@ func (s *Server) publicCard(ctx context.Context, rt *route) (*task.AgentCard, st
 	if len(rt.target.Skills) > 0 {
 		card.Skills = rt.target.Skills // the config's skills override the card's
 	}
+	if s.pushOn() {
+		// Push is writ's own capability: it keeps configs and delivers itself.
+		card.Capabilities.PushNotifications = true
+	}
 	card.SecuritySchemes = s.schemes
 	card.Security = nil
 	for _, sc := range s.schemes {

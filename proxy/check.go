@@ -59,6 +59,10 @@ func (s *Server) Check(ctx context.Context, inc Incoming) Verdict {
 		out := s.answered(ctx, inc, func(w http.ResponseWriter, r *http.Request) { s.serveCard(w, r, x) })
 		out.DecisionID, out.Operation, out.Protocol = v.DecisionID, v.Operation, v.Protocol
 		return out
+	case isPushOp(x.req.Operation) && s.pushOn():
+		out := s.answered(ctx, inc, func(w http.ResponseWriter, _ *http.Request) { s.servePush(w, x) })
+		out.DecisionID, out.Operation, out.Protocol = v.DecisionID, v.Operation, v.Protocol
+		return out
 	}
 	v.Allow = true
 	v.Upstream = map[string]string{CallerHeader: callerHeader(x.caller), DecisionHeader: x.dec.ID}

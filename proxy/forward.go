@@ -52,7 +52,17 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	target.Path = joinPath(x.rt.upstream.Path, x.in.Path)
 	target.RawPath = ""
 	target.RawQuery = r.URL.RawQuery
-	out, err := http.NewRequestWithContext(ctx, r.Method, target.String(), bytes.NewReader(x.in.Body))
+	payload := x.in.Body
+	if s.pushOn() && x.req.Push != nil {
+		// The agent never learns the caller's callback: writ delivers itself.
+		stripped, err := x.edge.StripPush(&x.req, payload)
+		if err != nil {
+			s.fail(w, x, task.NewFault(task.KindInvalidParams, err.Error()))
+			return
+		}
+		payload = stripped
+	}
+	out, err := http.NewRequestWithContext(ctx, r.Method, target.String(), bytes.NewReader(payload))
 	if err != nil {
 		s.fail(w, x, task.NewFault(task.KindInternal, "building the upstream request failed"))
 		return
@@ -63,8 +73,8 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	out.Header.Set(CallerHeader, callerHeader(x.caller))
 	out.Header.Set(DecisionHeader, x.dec.ID)
 	setForwarded(out.Header, r)
-	out.ContentLength = int64(len(x.in.Body))
-	if len(x.in.Body) == 0 {
+	out.ContentLength = int64(len(payload))
+	if len(payload) == 0 {
 		out.Body = http.NoBody
 	}
 	resp, err := s.client.Do(out)
@@ -114,6 +124,7 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 			"agent", x.rt.agent.Name, "operation", x.req.Operation, "error", perr)
 	}
 	s.observe(r.Context(), x, events)
+	s.maybeFollow(x, events)
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v

@@ -28,6 +28,8 @@ type exchange struct {
 	record *task.Record
 	input  *authz.Input
 	dec    authz.Decision
+	// pushAttached: the send's push config is stored on its task.
+	pushAttached bool
 }
 
 // Incoming is one request as the decision path sees it, whether it reached the
@@ -43,6 +45,10 @@ type Incoming struct {
 	// Chunked: the body came with Transfer-Encoding instead of Content-Length.
 	Chunked          bool
 	PeerCertificates []*x509.Certificate
+	// Caller, when set, is the caller as something in front of writ already
+	// verified it (Envoy's jwt_authn, in ext_authz mode): the request's own
+	// credentials are then not read. The sidecar never sets it.
+	Caller *identity.Caller
 }
 
 // errHidden marks a denied card request: the agent does not exist for this caller.
@@ -80,9 +86,19 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveDirectory(w, r, directoryACP)
 	case x.req.Operation == task.OpCard && x.req.Protocol.Name == "a2a":
 		s.serveCard(w, r, x)
+	case isPushOp(x.req.Operation) && s.pushOn():
+		s.servePush(w, x)
 	default:
 		s.forward(w, r, x)
 	}
+}
+
+func isPushOp(op task.Operation) bool {
+	switch op {
+	case task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete:
+		return true
+	}
+	return false
 }
 
 // decide runs the pipeline up to the answer: parse, identity, lifecycle record,
@@ -121,9 +137,15 @@ func (s *Server) decide(ctx context.Context, inc Incoming) (*exchange, *task.Fau
 	if req.Operation == task.OpDiscover {
 		return x, nil, false // the directory decides per agent
 	}
-	caller, idErr := s.ident.Identify(ctx, identity.Credentials{Header: inc.Header, PeerCertificates: inc.PeerCertificates})
-	if idErr != nil {
-		s.log.Info("credentials refused; the caller is anonymous", "error", idErr, "path", inc.Path)
+	var caller identity.Caller
+	if inc.Caller != nil {
+		caller = *inc.Caller
+	} else {
+		var idErr error
+		caller, idErr = s.ident.Identify(ctx, identity.Credentials{Header: inc.Header, PeerCertificates: inc.PeerCertificates})
+		if idErr != nil {
+			s.log.Info("credentials refused; the caller is anonymous", "error", idErr, "path", inc.Path)
+		}
 	}
 	x.caller = caller
 	if f := s.lookupTask(ctx, x); f != nil {

@@ -42,6 +42,12 @@ const testIssuer = "https://idp.test"
 
 func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)) *harness {
 	t.Helper()
+	return newHarnessWith(t, agents, mutate, nil)
+}
+
+// newHarnessWith is newHarness with push delivery through n.
+func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n Notifier) *harness {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -107,11 +113,12 @@ func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)
 		t.Fatal(err)
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
-	px, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: store,
+	px, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: store, Push: n,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(px.Close)
 	h := &harness{t: t, px: px, store: store, signer: signer, cfg: cfg}
 	h.srv = httptest.NewUnstartedServer(px)
 	h.srv.Listener.Close()

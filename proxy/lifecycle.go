@@ -75,9 +75,24 @@ func (s *Server) observe(ctx context.Context, x *exchange, events []task.Event) 
 		if ev.TaskID == "" || ev.Kind == task.EventMessage || ev.Kind == task.EventError {
 			continue
 		}
-		_, err := s.store.Apply(ctx, ev.TaskID, ev)
-		if errors.Is(err, task.ErrNotFound) {
-			err = s.create(ctx, x, ev)
+		prev, known, _ := s.store.Get(ctx, ev.TaskID)
+		rec, err := s.store.Apply(ctx, ev.TaskID, ev)
+		switch {
+		case errors.Is(err, task.ErrNotFound) || !known:
+			if err = s.create(ctx, x, ev); err == nil {
+				s.attachPush(ctx, x, ev.TaskID)
+				if created, ok, _ := s.store.Get(ctx, ev.TaskID); ok {
+					s.notify(created)
+				}
+			}
+		case err == nil:
+			if x.req.Push != nil && x.req.TaskID == ev.TaskID && !x.pushAttached {
+				s.attachPush(ctx, x, ev.TaskID) // a reply that sets a new config
+				rec, _, _ = s.store.Get(ctx, ev.TaskID)
+			}
+			if rec.Task.State != prev.Task.State {
+				s.notify(rec)
+			}
 		}
 		var te *task.TransitionError
 		switch {

@@ -6,6 +6,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -33,6 +34,11 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Transport carries upstream requests (default: a tuned http.Transport).
 	Transport http.RoundTripper
+	// Push delivers push notifications. With it, writ keeps push configs itself
+	// (stripped from what the agent receives), answers the push-config
+	// operations, and advertises push in the cards it serves; nil leaves push
+	// to the agents.
+	Push Notifier
 }
 
 // Server is the sidecar's HTTP handler. It is safe for concurrent use.
@@ -46,9 +52,21 @@ type Server struct {
 	log    *slog.Logger
 	lim    wire.Limits
 	// schemes are the security schemes writ itself accepts, for published cards.
-	schemes []task.SecurityScheme
-	stats   Stats
+	schemes  []task.SecurityScheme
+	notifier Notifier
+	// followers bounds the tasks followed after their request returned.
+	followers chan struct{}
+	// life ends the followers when the server closes.
+	life  context.Context
+	close context.CancelFunc
+	stats Stats
 }
+
+// MaxFollowers bounds the tasks followed at once after their request returned.
+const MaxFollowers = 256
+
+// Close stops the background work of the server (task followers).
+func (s *Server) Close() { s.close() }
 
 // Stats counts what the sidecar did, for tests and the metrics that build on it.
 type Stats struct {
@@ -87,7 +105,8 @@ func New(cfg *config.Config, d Deps) (*Server, error) {
 			return http.ErrUseLastResponse // an upstream redirect goes back to the caller, never followed
 		}},
 		lim:     wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		schemes: acceptedSchemes(cfg)}
+		schemes: acceptedSchemes(cfg), notifier: d.Push, followers: make(chan struct{}, MaxFollowers)}
+	s.life, s.close = context.WithCancel(context.Background())
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
 		u, err := url.Parse(a.Upstream)

@@ -1,0 +1,199 @@
+package proxy
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/seedagents"
+	"github.com/writ-authz/writ/proxy/push"
+)
+
+// receiver records push notifications.
+type receiver struct {
+	mu   sync.Mutex
+	got  []http.Header
+	body []string
+	srv  *httptest.Server
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		b, _ := io.ReadAll(req.Body)
+		r.mu.Lock()
+		r.got = append(r.got, req.Header.Clone())
+		r.body = append(r.body, string(b))
+		r.mu.Unlock()
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// wait returns the notifications once n arrived (or fails after a deadline).
+func (r *receiver) wait(t *testing.T, n int) ([]http.Header, []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		if len(r.body) >= n {
+			h, b := append([]http.Header(nil), r.got...), append([]string(nil), r.body...)
+			r.mu.Unlock()
+			return h, b
+		}
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("only %d of %d notifications arrived", len(r.body), n)
+	return nil, nil
+}
+
+// pushPolicies copies the shipped policies with 127.0.0.1 (this test's receiver)
+// on the callback allow-list, over http — trusted only in this test.
+func pushPolicies(t *testing.T) string {
+	dir := t.TempDir()
+	entries, _ := os.ReadDir("../policies")
+	for _, e := range entries {
+		raw, _ := os.ReadFile(filepath.Join("../policies", e.Name()))
+		if e.Name() == "data.json" {
+			s := strings.Replace(string(raw), `"wholesale": ["agents.bank.ae"]`, `"wholesale": ["agents.bank.ae", "127.0.0.1"]`, 1)
+			s = strings.Replace(s, `"allow_http_hosts": []`, `"allow_http_hosts": ["127.0.0.1"]`, 1)
+			raw = []byte(s)
+		}
+		os.WriteFile(filepath.Join(dir, e.Name()), raw, 0o644)
+	}
+	return dir
+}
+
+// TestPushThroughWrit: writ keeps a send's push config (the agent never sees
+// it), delivers every state change in order with the token and auth header, and
+// serves the push-config operations itself, owner-only.
+func TestPushThroughWrit(t *testing.T) {
+	clar, err := seedagents.StartClarifier()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { clar.Close() })
+	rcv := newReceiver(t)
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
+	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
+		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { deliverer.Close(t.Context()) })
+	a := sanctionsAgent(clar.URL)
+	a.Name = "sanctions-screening-agent"
+	h := newHarnessWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{pushPolicies(t)} }, deliverer)
+	inv := h.token(investigator)
+	cb := rcv.srv.URL + "/cb"
+
+	_, ans := h.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("Screen this entity", nil),
+		"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": cb, "token": "tok-1",
+			"authentication": map[string]any{"schemes": []string{"Bearer"}, "credentials": "cred-1"}}}})
+	id, state := result03(t, ans)
+	if state != "input-required" {
+		t.Fatalf("send: %s", ans.raw)
+	}
+	for _, o := range clar.Requests() {
+		if strings.Contains(o.Body, rcv.srv.URL) || strings.Contains(o.Body, "tok-1") {
+			t.Fatalf("the agent saw the push config: %s", o.Body)
+		}
+	}
+	_, ans = h.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("UAE and UN lists", map[string]any{"taskId": id})})
+	if _, state := result03(t, ans); state != "completed" {
+		t.Fatalf("reply: %s", ans.raw)
+	}
+	hdrs, bodies := rcv.wait(t, 2)
+	want := []string{"input-required", "completed"}
+	for i, b := range bodies[:2] {
+		var tk struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		json.Unmarshal([]byte(b), &tk)
+		if tk.ID != id || tk.Status.State != want[i] {
+			t.Errorf("notification %d: %s, want %s", i, b, want[i])
+		}
+		if hdrs[i].Get("X-A2A-Notification-Token") != "tok-1" || hdrs[i].Get("Authorization") != "Bearer cred-1" {
+			t.Errorf("notification %d headers %v", i, hdrs[i])
+		}
+	}
+
+	// The push-config operations are served by writ, owner-only.
+	_, ans = h.rpc("/", inv, "", "tasks/pushNotificationConfig/list", map[string]any{"id": id})
+	if ans.Error != nil || !strings.Contains(string(ans.Result), cb) {
+		t.Fatalf("list: %s", ans.raw)
+	}
+	_, ans = h.rpc("/", h.token(retailBot), "", "tasks/pushNotificationConfig/list", map[string]any{"id": id})
+	if ans.Error == nil || ans.Error.Code != -32001 {
+		t.Fatalf("foreign list: %s", ans.raw)
+	}
+	_, ans = h.rpc("/", inv, "", "tasks/pushNotificationConfig/set", map[string]any{"taskId": id,
+		"pushNotificationConfig": map[string]any{"id": "second", "url": "https://evil.example/x", "token": "t"}})
+	if !contains(ans.reasons(), "CALLBACK_NOT_ALLOWED") {
+		t.Fatalf("set to an outside host: %s", ans.raw)
+	}
+	_, ans = h.rpc("/", inv, "", "tasks/pushNotificationConfig/set", map[string]any{"taskId": id,
+		"pushNotificationConfig": map[string]any{"id": "second", "url": cb, "token": "t2"}})
+	if ans.Error != nil || !strings.Contains(string(ans.Result), `"id":"second"`) {
+		t.Fatalf("set: %s", ans.raw)
+	}
+	_, ans = h.rpc("/", inv, "", "tasks/pushNotificationConfig/delete", map[string]any{"id": id, "pushNotificationConfigId": "second"})
+	if ans.Error != nil {
+		t.Fatalf("delete: %s", ans.raw)
+	}
+	_, ans = h.rpc("/", inv, "", "tasks/pushNotificationConfig/get", map[string]any{"id": id, "pushNotificationConfigId": "second"})
+	if ans.Error == nil || ans.Error.Code != -32001 {
+		t.Fatalf("get after delete: %s", ans.raw)
+	}
+	if n := len(clar.Requests()); n != 2 {
+		t.Errorf("the agent saw %d requests, want the 2 sends only", n)
+	}
+	// The card advertises push: writ's own capability.
+	_, body := h.do("GET", "/.well-known/agent-card.json", inv, nil, nil)
+	if !strings.Contains(string(body), `"pushNotifications":true`) {
+		t.Errorf("card: %s", body)
+	}
+}
+
+// TestPushFollowsTaskAfterRequest: a non-blocking send returns while the task
+// works; writ follows the task and delivers its completion to the callback.
+func TestPushFollowsTaskAfterRequest(t *testing.T) {
+	slow, err := seedagents.StartSlow(seedagents.WithDelay(300 * time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Close() })
+	rcv := newReceiver(t)
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
+	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
+		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { deliverer.Close(t.Context()) })
+	h := newHarnessWith(t, []config.Agent{sanctionsAgent(slow.URL)}, func(c *config.Config) { c.Policies = []string{pushPolicies(t)} }, deliverer)
+	_, ans := h.rpc("/", h.token(investigator), "", "message/send", map[string]any{"message": msg03("Screen slowly", nil),
+		"configuration": map[string]any{"blocking": false, "pushNotificationConfig": map[string]any{"url": rcv.srv.URL + "/cb", "token": "tok"}}})
+	id, state := result03(t, ans)
+	if state != "working" && state != "submitted" {
+		t.Fatalf("send: %s", ans.raw)
+	}
+	_, bodies := rcv.wait(t, 2)
+	last := bodies[len(bodies)-1]
+	if !strings.Contains(last, id) || !strings.Contains(last, `"state":"completed"`) {
+		deadline := time.Now().Add(5 * time.Second)
+		for time.Now().Before(deadline) && !strings.Contains(last, `"state":"completed"`) {
+			_, bodies = rcv.wait(t, len(bodies)+1)
+			last = bodies[len(bodies)-1]
+		}
+		if !strings.Contains(last, `"state":"completed"`) {
+			t.Fatalf("notifications %v", bodies)
+		}
+	}
+}

@@ -1,0 +1,100 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/writ-authz/writ/task"
+)
+
+// Following a task after its request returned: when a task with push configs is
+// still running once its answer has been relayed (an A2A 1.0 returnImmediately, a
+// 0.3 non-blocking send, an ACP async run), writ asks the agent for the task's
+// state again with backoff — bounded in number of followers and in time (the
+// lifecycle TTL) — and observes each answer, which delivers every change. Writ
+// polls; it does not subscribe, so it needs nothing from the agent but get-task.
+const (
+	followFirst = 200 * time.Millisecond
+	followMax   = 30 * time.Second
+)
+
+// maybeFollow starts followers for the running tasks an answer revealed, if they
+// carry push configs. A stream follows its task by itself and needs none.
+func (s *Server) maybeFollow(x *exchange, events []task.Event) {
+	if !s.pushOn() || streams(x.req.Operation) {
+		return
+	}
+	seen := map[string]bool{}
+	for _, ev := range events {
+		if ev.TaskID == "" || seen[ev.TaskID] {
+			continue
+		}
+		seen[ev.TaskID] = true
+		rec, ok, _ := s.store.Get(context.Background(), ev.TaskID)
+		if !ok || rec.Task.State.Terminal() || len(rec.Push) == 0 {
+			continue
+		}
+		select {
+		case s.followers <- struct{}{}:
+			go func(id string) {
+				defer func() { <-s.followers }()
+				s.follow(x, id)
+			}(ev.TaskID)
+		default:
+			s.log.Warn("too many tasks followed; this one is not", "task_id", ev.TaskID)
+		}
+	}
+}
+
+// follow polls the agent for one task until it ends, expires or is forgotten.
+func (s *Server) follow(x *exchange, id string) {
+	ctx, cancel := context.WithTimeout(s.life, s.cfg.Lifecycle.TTL)
+	defer cancel()
+	method, path, body, get := x.edge.GetTaskRequest(&x.req, id)
+	fx := &exchange{rt: x.rt, edge: x.edge, req: *get, caller: x.caller, input: x.input, dec: x.dec}
+	wait := followFirst
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+		wait = min(wait*2, followMax)
+		rec, ok, _ := s.store.Get(ctx, id)
+		if !ok || rec.Task.State.Terminal() {
+			return
+		}
+		target := *x.rt.upstream
+		target.Path = joinPath(x.rt.upstream.Path, path)
+		req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		req.Header = x.in.Header.Clone()
+		stripHop(req.Header)
+		req.Header.Del("Content-Length")
+		req.Header.Set(CallerHeader, callerHeader(x.caller))
+		req.Header.Set(DecisionHeader, x.dec.ID)
+		if len(body) > 0 {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := s.client.Do(req)
+		if err != nil {
+			continue
+		}
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		resp.Body.Close()
+		if err != nil {
+			continue
+		}
+		events, err := x.edge.ParseResponse(get, resp.StatusCode, raw)
+		if err != nil {
+			s.log.Warn("following a task: the agent's answer is not valid", "task_id", id, "error", err)
+			continue
+		}
+		s.observe(ctx, fx, events)
+	}
+}

@@ -1,0 +1,471 @@
+package push
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/bits"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Notification is one rendered push notification for one callback.
+type Notification struct {
+	TaskID, ContextID string
+	// URL is the callback; Token goes in X-A2A-Notification-Token (and
+	// A2A-Notification-Token); Authorization is "<AuthScheme> <Credentials>"
+	// when both are set.
+	URL                     string
+	Token                   string
+	AuthScheme, Credentials string
+	// ContentType and Body are sent as they are; the caller renders them.
+	ContentType string
+	Body        []byte
+	// Seq orders the notifications of one task: a destination gets them in
+	// ascending Seq, one at a time.
+	Seq uint64
+}
+
+// Result is the final outcome of one notification, given to OnResult.
+type Result struct {
+	N         Notification
+	Attempts  int
+	Status    int   // HTTP status of the last attempt; 0 when none arrived
+	Err       error // nil when Delivered; never holds the URL's query or the token
+	Delivered bool
+	// Latency runs from Enqueue to the final outcome, queueing and retries included.
+	Latency time.Duration
+}
+
+// Stats are the Deliverer's counters since it was built.
+type Stats struct {
+	Queued         int               // notifications accepted and not yet finished
+	Delivered      uint64            // got a 2xx
+	Failed         uint64            // given up on (guard refusals included)
+	Retried        uint64            // attempts scheduled again after a retryable failure
+	Dropped        uint64            // refused by Enqueue because the queue was full
+	RefusedByGuard map[string]uint64 // failures by guard reason
+}
+
+// DelivererConfig configures a Deliverer. Zero values take the defaults.
+type DelivererConfig struct {
+	Workers   int // concurrent attempts; default 4
+	QueueSize int // cap on unfinished notifications across all destinations; default 10000
+	// MaxAttempts caps attempts per notification; default 5.
+	MaxAttempts int
+	// AttemptTimeout bounds one attempt, response included; default 10s.
+	AttemptTimeout time.Duration
+	// BaseBackoff and MaxBackoff shape the exponential backoff with full
+	// jitter between attempts; defaults 500ms and 30s.
+	BaseBackoff, MaxBackoff time.Duration
+	// Client sends the requests; default a Guard's client with no trusted hosts.
+	Client *http.Client
+	// Logger gets overflow and give-up records; default slog.Default().
+	Logger *slog.Logger
+	// OnResult, when set, is called once per notification with its final
+	// outcome, from a worker goroutine: keep it fast.
+	OnResult func(Result)
+}
+
+// ErrQueueFull is returned by Enqueue when the queue is at its cap.
+var ErrQueueFull = errors.New("push: delivery queue is full")
+
+// ErrClosed is returned by Enqueue after Close, and is the Err of the
+// notifications Close abandoned at its deadline.
+var ErrClosed = errors.New("push: deliverer is closed")
+
+// StatusError is the Err of a notification whose receiver answered a non-2xx.
+type StatusError struct{ Code int }
+
+// Error implements error.
+func (e *StatusError) Error() string { return "push: receiver answered " + strconv.Itoa(e.Code) }
+
+// Deliverer sends notifications with a fixed pool of workers. Notifications
+// for one (task, URL) go out in Seq order, one at a time; other destinations
+// proceed in parallel. A retry waits on a timer, not on a worker. Safe for
+// concurrent use.
+type Deliverer struct {
+	cfg      DelivererConfig
+	ready    chan *job // capacity QueueSize: never more than one job per unfinished notification
+	ctx      context.Context
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+
+	mu      sync.Mutex
+	dests   map[destKey]*dest
+	timers  map[*job]*time.Timer
+	pending int
+	closed  bool
+	aborted bool
+	drained chan struct{} // closed when closed && pending == 0
+	stats   Stats
+}
+
+type destKey struct{ task, url string }
+
+// dest holds the waiting notifications of one destination, sorted by Seq; busy
+// while one of them is in flight or waiting to retry.
+type dest struct {
+	key   destKey
+	queue []*job
+	busy  bool
+}
+
+type job struct {
+	d        *dest
+	n        Notification
+	attempts int
+	enqueued time.Time
+}
+
+// NewDeliverer starts a Deliverer's workers. Stop it with Close.
+func NewDeliverer(c DelivererConfig) *Deliverer {
+	if c.Workers <= 0 {
+		c.Workers = 4
+	}
+	if c.QueueSize <= 0 {
+		c.QueueSize = 10000
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = 5
+	}
+	if c.AttemptTimeout <= 0 {
+		c.AttemptTimeout = 10 * time.Second
+	}
+	if c.BaseBackoff <= 0 {
+		c.BaseBackoff = 500 * time.Millisecond
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.MaxBackoff < c.BaseBackoff {
+		c.MaxBackoff = c.BaseBackoff
+	}
+	if c.Client == nil {
+		c.Client = NewGuard(GuardConfig{}).Client(c.AttemptTimeout, 0)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	d := &Deliverer{
+		cfg:     c,
+		ready:   make(chan *job, c.QueueSize),
+		dests:   map[destKey]*dest{},
+		timers:  map[*job]*time.Timer{},
+		drained: make(chan struct{}),
+		stats:   Stats{RefusedByGuard: map[string]uint64{}},
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	d.wg.Add(c.Workers)
+	for range c.Workers {
+		go d.work()
+	}
+	return d
+}
+
+// Enqueue accepts n for delivery without blocking. It returns ErrQueueFull
+// when QueueSize notifications are unfinished (the overflow is counted and
+// logged) and ErrClosed after Close.
+func (d *Deliverer) Enqueue(n Notification) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.pending >= d.cfg.QueueSize {
+		d.stats.Dropped++
+		// Log the 1st, 2nd, 4th, 8th... overflow: a flood must not become a log flood.
+		if dropped := d.stats.Dropped; bits.OnesCount64(dropped) == 1 {
+			d.cfg.Logger.Warn("push: delivery queue full; notification dropped",
+				"task_id", n.TaskID, "host", hostOf(n.URL), "queue_size", d.cfg.QueueSize, "dropped_total", dropped)
+		}
+		return ErrQueueFull
+	}
+	key := destKey{n.TaskID, n.URL}
+	ds := d.dests[key]
+	if ds == nil {
+		ds = &dest{key: key}
+		d.dests[key] = ds
+	}
+	j := &job{d: ds, n: n, enqueued: time.Now()}
+	i := sort.Search(len(ds.queue), func(i int) bool { return ds.queue[i].n.Seq > n.Seq })
+	ds.queue = append(ds.queue, nil)
+	copy(ds.queue[i+1:], ds.queue[i:])
+	ds.queue[i] = j
+	d.pending++
+	if !ds.busy {
+		d.dispatchLocked(ds)
+	}
+	return nil
+}
+
+// dispatchLocked hands the destination's next notification to the workers.
+func (d *Deliverer) dispatchLocked(ds *dest) {
+	if len(ds.queue) == 0 {
+		ds.busy = false
+		delete(d.dests, ds.key)
+		return
+	}
+	j := ds.queue[0]
+	ds.queue[0] = nil
+	ds.queue = ds.queue[1:]
+	ds.busy = true
+	d.ready <- j // never blocks: len(ready) <= pending <= QueueSize
+}
+
+// Stats returns a snapshot of the counters.
+func (d *Deliverer) Stats() Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s := d.stats
+	s.Queued = d.pending
+	s.RefusedByGuard = make(map[string]uint64, len(d.stats.RefusedByGuard))
+	for k, v := range d.stats.RefusedByGuard {
+		s.RefusedByGuard[k] = v
+	}
+	return s
+}
+
+// Close stops accepting notifications and waits until every accepted one has
+// its final outcome, or ctx is done. At ctx's end, in-flight attempts are
+// canceled, the rest are abandoned with ErrClosed, and ctx's error is returned.
+func (d *Deliverer) Close(ctx context.Context) error {
+	d.mu.Lock()
+	if !d.closed {
+		d.closed = true
+		if d.pending == 0 {
+			close(d.drained)
+		}
+	}
+	d.mu.Unlock()
+	var err error
+	select {
+	case <-d.drained:
+	case <-ctx.Done():
+		err = ctx.Err()
+		d.abort()
+		<-d.drained
+	}
+	d.cancel()
+	d.stop()
+	return err
+}
+
+// stop ends the workers once nothing is left to send.
+func (d *Deliverer) stop() {
+	d.stopOnce.Do(func() { close(d.ready) })
+	d.wg.Wait()
+}
+
+// abort cancels in-flight attempts and fails everything still waiting.
+func (d *Deliverer) abort() {
+	d.mu.Lock()
+	d.aborted = true
+	d.cancel()
+	var stopped []*job
+	for j, t := range d.timers {
+		if t.Stop() {
+			delete(d.timers, j)
+			stopped = append(stopped, j)
+		}
+	}
+	d.mu.Unlock()
+	for _, j := range stopped {
+		d.finish(j, Result{N: j.n, Attempts: j.attempts, Err: ErrClosed})
+	}
+}
+
+func (d *Deliverer) work() {
+	defer d.wg.Done()
+	for j := range d.ready {
+		d.mu.Lock()
+		aborted := d.aborted
+		d.mu.Unlock()
+		if aborted {
+			d.finish(j, Result{N: j.n, Attempts: j.attempts, Err: ErrClosed})
+			continue
+		}
+		r, retry := d.attempt(j)
+		if retry && j.attempts < d.cfg.MaxAttempts && d.schedule(j, r.Status, r.Err) {
+			continue
+		}
+		d.finish(j, r)
+	}
+}
+
+// schedule arms a timer for j's next attempt; false when aborted.
+func (d *Deliverer) schedule(j *job, status int, err error) bool {
+	wait := d.backoff(j.attempts)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.aborted {
+		return false
+	}
+	d.stats.Retried++
+	d.cfg.Logger.Debug("push: delivery attempt failed; will retry",
+		"task_id", j.n.TaskID, "host", hostOf(j.n.URL), "attempt", j.attempts, "status", status, "error", err, "wait", wait)
+	d.timers[j] = time.AfterFunc(wait, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if _, ok := d.timers[j]; !ok {
+			return // abort took it
+		}
+		delete(d.timers, j)
+		d.ready <- j
+	})
+	return true
+}
+
+// backoff is full jitter: uniform in [0, min(MaxBackoff, BaseBackoff*2^(n-1))].
+func (d *Deliverer) backoff(attempts int) time.Duration {
+	ceiling := d.cfg.MaxBackoff
+	if shift := attempts - 1; shift < 30 {
+		if b := d.cfg.BaseBackoff << shift; b > 0 && b < ceiling {
+			ceiling = b
+		}
+	}
+	return rand.N(ceiling + 1)
+}
+
+// finish records j's final outcome and moves its destination along: the
+// next notification for it is dispatched only now, which is what keeps a
+// destination's notifications in Seq order.
+func (d *Deliverer) finish(j *job, r Result) {
+	r.Latency = time.Since(j.enqueued)
+	var refused *RefusedError
+	d.mu.Lock()
+	if r.Delivered {
+		d.stats.Delivered++
+	} else {
+		d.stats.Failed++
+		if errors.As(r.Err, &refused) {
+			d.stats.RefusedByGuard[refused.Reason]++
+		}
+	}
+	d.mu.Unlock()
+	if !r.Delivered {
+		d.cfg.Logger.Warn("push: notification not delivered",
+			"task_id", j.n.TaskID, "host", hostOf(j.n.URL), "attempts", r.Attempts,
+			"status", r.Status, "reason", reasonOf(r), "error", r.Err)
+	}
+	if d.cfg.OnResult != nil {
+		d.cfg.OnResult(r)
+	}
+	d.mu.Lock()
+	d.pending--
+	var abandoned []*job
+	if d.aborted {
+		abandoned, j.d.queue = j.d.queue, nil
+	}
+	d.dispatchLocked(j.d)
+	if d.closed && d.pending == 0 {
+		close(d.drained) // pending cannot grow once closed, so this runs once
+	}
+	d.mu.Unlock()
+	for _, q := range abandoned {
+		d.finish(q, Result{N: q.n, Err: ErrClosed})
+	}
+}
+
+// attempt makes one POST; retry reports whether a later attempt may succeed.
+func (d *Deliverer) attempt(j *job) (r Result, retry bool) {
+	j.attempts++
+	r = Result{N: j.n, Attempts: j.attempts}
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.n.URL, bytes.NewReader(j.n.Body))
+	if err != nil {
+		r.Err = &RefusedError{Host: hostOf(j.n.URL), Reason: ReasonUnparseable}
+		return r, false
+	}
+	ct := j.n.ContentType
+	if ct == "" {
+		ct = "application/json"
+	}
+	req.Header.Set("Content-Type", ct)
+	if j.n.Token != "" {
+		req.Header.Set("X-A2A-Notification-Token", j.n.Token)
+		req.Header.Set("A2A-Notification-Token", j.n.Token)
+	}
+	if j.n.AuthScheme != "" && j.n.Credentials != "" {
+		req.Header.Set("Authorization", j.n.AuthScheme+" "+j.n.Credentials)
+	}
+	resp, err := d.cfg.Client.Do(req)
+	if err != nil {
+		r.Err = redact(err, req.URL)
+		return r, retryableErr(err) && d.ctx.Err() == nil
+	}
+	// Drain a little so the connection can be reused; the content is ignored.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	r.Status = resp.StatusCode
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		r.Delivered = true
+		return r, false
+	}
+	r.Err = &StatusError{Code: resp.StatusCode}
+	return r, resp.StatusCode >= 500 || resp.StatusCode == http.StatusTooManyRequests
+}
+
+// retryableErr: timeouts and connection errors are; guard refusals, bad URLs,
+// certificate failures and oversized responses are not.
+func retryableErr(err error) bool {
+	var refused *RefusedError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &refused), errors.As(err, &unknownCA), errors.As(err, &hostErr),
+		errors.As(err, &invalid), errors.Is(err, ErrResponseTooLarge), errors.Is(err, context.Canceled):
+		return false
+	}
+	return true
+}
+
+// redact replaces the URL in a client error with scheme://host: the path and
+// query of a callback may carry secrets, and errors end up in logs.
+func redact(err error, u *url.URL) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return &url.Error{Op: ue.Op, URL: u.Scheme + "://" + u.Host, Err: ue.Err}
+	}
+	return err
+}
+
+// hostOf is the host:port of a callback URL, for logs.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable)"
+	}
+	return u.Host
+}
+
+// reasonOf is a short, stable reason for a failed delivery, for logs.
+func reasonOf(r Result) string {
+	var refused *RefusedError
+	var status *StatusError
+	switch {
+	case errors.As(r.Err, &refused):
+		return "refused:" + refused.Reason
+	case errors.As(r.Err, &status):
+		return fmt.Sprintf("status_%d", status.Code)
+	case errors.Is(r.Err, ErrClosed):
+		return "closed"
+	case errors.Is(r.Err, context.DeadlineExceeded):
+		return "timeout"
+	case r.Err != nil:
+		return "connection"
+	}
+	return "unknown"
+}

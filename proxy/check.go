@@ -34,8 +34,8 @@ type Verdict struct {
 // the sidecar path.
 func (s *Server) Check(ctx context.Context, inc Incoming) Verdict {
 	s.stats.Requests.Add(1)
-	if inc.Path == DirectoryPath && (inc.Method == http.MethodGet || inc.Method == http.MethodHead) {
-		return s.answered(ctx, inc, func(w http.ResponseWriter, r *http.Request) { s.serveDirectory(w, r, directoryA2A) })
+	if shape, ok := directoryRequest(inc.Method, inc.Path); ok {
+		return s.answered(ctx, inc, func(w http.ResponseWriter, r *http.Request) { s.serveDirectory(w, r, shape) })
 	}
 	x, f, hidden := s.decide(ctx, inc)
 	v := Verdict{RemoveUpstream: []string{CallerHeader}}

@@ -15,8 +15,28 @@ import (
 	"github.com/writ-authz/writ/task"
 )
 
-// DirectoryPath serves the filtered directory of routed agents.
-const DirectoryPath = "/.well-known/writ/directory"
+// DirectoryPath serves the filtered directory of routed agents as A2A cards;
+// ACPDirectoryPath serves it as ACP manifests (the ACP listing), whatever the
+// routes' protocols.
+const (
+	DirectoryPath    = "/.well-known/writ/directory"
+	ACPDirectoryPath = "/agents"
+)
+
+// directoryRequest reports whether a request asks for writ's directory, and in
+// which shape.
+func directoryRequest(method, path string) (directoryShape, bool) {
+	if method != http.MethodGet && method != http.MethodHead {
+		return 0, false
+	}
+	switch path {
+	case DirectoryPath:
+		return directoryA2A, true
+	case ACPDirectoryPath:
+		return directoryACP, true
+	}
+	return 0, false
+}
 
 // exchange is one request on its way through the sidecar.
 type exchange struct {
@@ -58,9 +78,9 @@ var errHidden = errors.New("hidden")
 // decision → lifecycle law → serve (card, directory) or forward.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.stats.Requests.Add(1)
-	if r.URL.Path == DirectoryPath && (r.Method == http.MethodGet || r.Method == http.MethodHead) {
+	if shape, ok := directoryRequest(r.Method, r.URL.Path); ok {
 		r.Header.Del(CallerHeader)
-		s.serveDirectory(w, r, directoryA2A)
+		s.serveDirectory(w, r, shape)
 		return
 	}
 	inc := Incoming{Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr, Query: r.URL.Query(),

@@ -166,10 +166,11 @@ const (
 
 // parseHost reads the host of a URL (no port, no brackets) the way a browser
 // or libc would. A canonical IPv4 dotted quad or an IPv6 literal is a literal;
-// anything numeric in another form (2130706433, 0177.0.0.1, 0x7f.1, 127.1,
-// 127.0.0.1.) is refused: with the class of the address it denotes when that
-// class is refused, else as noncanonical_ip. A caller-supplied callback has no
-// reason to spell an address that way except to slip past a filter.
+// a name must be ASCII (an IDN in its xn-- form). Anything numeric in another
+// form (2130706433, 0177.0.0.1, 0x7f.1, 127.1, 127.0.0.1.) is refused: with the
+// class of the address it denotes when that class is refused, else as
+// noncanonical_ip. A caller-supplied callback has no reason to spell an address
+// that way except to slip past a filter.
 func parseHost(host string) (netip.Addr, hostKind, string) {
 	if host == "" || len(host) > 253 {
 		return netip.Addr{}, hostBad, ReasonUnparseable

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/peers"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/proxy/push"
 )
@@ -56,6 +57,26 @@ func (r *receiver) wait(t *testing.T, n int) ([]http.Header, []string) {
 	return nil, nil
 }
 
+// waitFor returns the notifications once one containing s arrived.
+func (r *receiver) waitFor(t *testing.T, s string) ([]http.Header, []string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		for i, b := range r.body {
+			if strings.Contains(b, s) {
+				h, bs := append([]http.Header(nil), r.got[:i+1]...), append([]string(nil), r.body[:i+1]...)
+				r.mu.Unlock()
+				return h, bs
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("no notification with %s arrived", s)
+	return nil, nil
+}
+
 // pushPolicies copies the shipped policies with 127.0.0.1 (this test's receiver)
 // on the callback allow-list, over http — trusted only in this test.
 func pushPolicies(t *testing.T) string {
@@ -92,6 +113,22 @@ func TestPushThroughWrit(t *testing.T) {
 	h := newHarnessWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{pushPolicies(t)} }, deliverer)
 	inv := h.token(investigator)
 	cb := rcv.srv.URL + "/cb"
+
+	// The seed's section 6: an outside host, a missing token and plain http to a
+	// host not allowed it are refused by policy; then deliveries arrive.
+	for push, code := range map[string]string{
+		`{"url":"https://evil.example/hook","token":"x"}`: "CALLBACK_NOT_ALLOWED",
+		`{"url":"` + cb + `"}`:                            "CALLBACK_UNAUTHENTICATED",
+		`{"url":"http://agents.bank.ae/cb","token":"x"}`:  "CALLBACK_NOT_ALLOWED",
+	} {
+		var p map[string]any
+		json.Unmarshal([]byte(push), &p)
+		_, ans := h.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("x", nil),
+			"configuration": map[string]any{"pushNotificationConfig": p}})
+		if !contains(ans.reasons(), code) {
+			t.Errorf("push %s: %s", push, ans.raw)
+		}
+	}
 
 	_, ans := h.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("Screen this entity", nil),
 		"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": cb, "token": "tok-1",
@@ -195,5 +232,33 @@ func TestPushFollowsTaskAfterRequest(t *testing.T) {
 		if !strings.Contains(last, `"state":"completed"`) {
 			t.Fatalf("notifications %v", bodies)
 		}
+	}
+}
+
+// TestPushJSClient: the real @a2a-js/sdk 1.0 client sets a push config in a send
+// that returns immediately, to a real JS SDK agent that finishes later; writ
+// follows the task and the callback receives 1.0 StreamResponse notifications.
+func TestPushJSClient(t *testing.T) {
+	peers.EnsureNode(t)
+	slow := peers.StartJSAgent(t, "slow", "", "--delay", "300")
+	rcv := newReceiver(t)
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
+	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
+		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { deliverer.Close(t.Context()) })
+	a := sanctionsAgent(slow)
+	a.PublicURL = "self"
+	h := newHarnessWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{pushPolicies(t)} }, deliverer)
+	lines, err := peers.RunJSClient(t, "--url", h.srv.URL+"/", "--token", h.token(investigator), "--scenario", "send",
+		"--return-immediately", "--push-url", rcv.srv.URL+"/cb", "--push-token", "tok-js", "--push-scheme", "Bearer", "--push-credentials", "cred-js")
+	if err != nil || len(lines) == 0 || lines[0]["state"] == "completed" {
+		t.Fatalf("send: %v %v", lines, err)
+	}
+	id, _ := lines[0]["taskId"].(string)
+	hdrs, bodies := rcv.waitFor(t, `"TASK_STATE_COMPLETED"`)
+	last, h1 := bodies[len(bodies)-1], hdrs[len(hdrs)-1]
+	if !strings.Contains(last, id) || !strings.Contains(last, `"statusUpdate"`) || h1.Get("Content-Type") != "application/a2a+json" ||
+		h1.Get("X-A2A-Notification-Token") != "tok-js" || h1.Get("Authorization") != "Bearer cred-js" {
+		t.Fatalf("notification %s %v", last, h1)
 	}
 }

@@ -205,10 +205,10 @@ func (w *readyWriter) Write(p []byte) (int, error) {
 // not empty, waits for its READY line and returns its base URL
 // (http://127.0.0.1:port). A cleanup stops it; it also exits on its own if
 // the test process dies (its stdin closes).
-func StartJSAgent(t testing.TB, agent string, cardURL string) (baseURL string) {
+func StartJSAgent(t testing.TB, agent string, cardURL string, extra ...string) (baseURL string) {
 	t.Helper()
 	dir := EnsureNode(t)
-	args := []string{"agent.mjs", "--agent", agent, "--port", "0"}
+	args := append([]string{"agent.mjs", "--agent", agent, "--port", "0"}, extra...)
 	if cardURL != "" {
 		args = append(args, "--card-url", cardURL)
 	}

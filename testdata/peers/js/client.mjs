@@ -3,6 +3,8 @@
 //   node client.mjs --url http://127.0.0.1:PORT --token JWT
 //                   --scenario send|stream|clarify|cancel [--binding jsonrpc|rest]
 //                   [--beneficiary NAME] [--timeout MS]
+//                   [--push-url URL --push-token T [--push-scheme S --push-credentials C]]
+//                   [--return-immediately]
 //
 // The card is resolved from --url (/.well-known/agent-card.json) and the client talks
 // to the interface the card advertises for --binding (default jsonrpc). Every HTTP
@@ -42,6 +44,11 @@ const { values: args } = parseArgs({
     binding: { type: 'string', default: 'jsonrpc' },
     beneficiary: { type: 'string', default: '' },
     timeout: { type: 'string', default: '20000' },
+    'push-url': { type: 'string', default: '' },
+    'push-token': { type: 'string', default: '' },
+    'push-scheme': { type: 'string', default: '' },
+    'push-credentials': { type: 'string', default: '' },
+    'return-immediately': { type: 'boolean', default: false },
   },
 });
 
@@ -134,12 +141,20 @@ function userMessage(parts, extra = {}) {
     metadata: undefined, extensions: [], referenceTaskIds: [], ...extra,
   };
 }
+// --push-url (with --push-token, --push-scheme, --push-credentials) puts a push
+// config in every send; --return-immediately asks not to wait for the task.
+function pushConfig() {
+  if (!args['push-url']) return undefined;
+  const auth = args['push-scheme']
+    ? { scheme: args['push-scheme'], credentials: args['push-credentials'] } : undefined;
+  return { tenant: '', id: '', taskId: '', url: args['push-url'], token: args['push-token'], authentication: auth };
+}
 function sendParams(message) {
   return {
     tenant: '', message, metadata: undefined,
     configuration: {
-      acceptedOutputModes: ['text/plain', 'application/json'], taskPushNotificationConfig: undefined,
-      returnImmediately: false, historyLength: undefined,
+      acceptedOutputModes: ['text/plain', 'application/json'], taskPushNotificationConfig: pushConfig(),
+      returnImmediately: args['return-immediately'], historyLength: undefined,
     },
   };
 }

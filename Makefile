@@ -8,7 +8,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 OPA_VERSION := v1.22.3
 OPA       := $(GOBIN)/opa
 
-.PHONY: build test run bench lint fmt capture fuzz deps opa policy-lint
+.PHONY: build test run bench bench-envoy lint fmt capture fuzz deps opa policy-lint
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -27,6 +27,11 @@ run: deps
 
 bench: deps
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# ext_authz under load: writ pinned to CPU 0, ghz to CPU 1, against an
+# always-allow baseline in the same run (installs ghz on first use).
+bench-envoy: deps
+	bash bench/extauthz.sh
 
 lint: policy-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \

@@ -43,7 +43,76 @@ type Config struct {
 	Identity              identity.Config `yaml:"identity"`
 	Lifecycle             Lifecycle       `yaml:"lifecycle"`
 	Agents                []Agent         `yaml:"agents"`
+	// Envoy runs writ as Envoy's external authorization service as well (off
+	// unless a listener is named).
+	Envoy Envoy `yaml:"envoy"`
 }
+
+// Envoy configures Envoy mode: the ext_authz v3 servers that make the sidecar's
+// decisions for an Envoy in front of the agents (README "Envoy mode").
+type Envoy struct {
+	// GRPCListen is the address of the gRPC ext_authz server
+	// (envoy.service.auth.v3.Authorization/Check); empty is off.
+	GRPCListen string `yaml:"grpc_listen"`
+	// HTTPListen is the address of the HTTP ext_authz server (Envoy's
+	// http_service mode); empty is off.
+	HTTPListen string `yaml:"http_listen"`
+	// HTTPPathPrefix is Envoy's http_service.path_prefix: the HTTP server strips
+	// it from every path it receives (default none).
+	HTTPPathPrefix string `yaml:"http_path_prefix"`
+	// DryRun answers every check OK and logs what writ would have answered (the
+	// would-be verdict is also in dynamic_metadata). It applies to the ext_authz
+	// servers only; the top-level dry_run applies to policy decisions everywhere.
+	DryRun bool `yaml:"dry_run"`
+	// MaxRequestBytes is the largest request body writ accepts from Envoy; set
+	// Envoy's with_request_body.max_request_bytes to the same value. Default
+	// limits.max_body_bytes (0), which it must not exceed.
+	MaxRequestBytes int64 `yaml:"max_request_bytes"`
+	// ParseBody reads the body Envoy sends (default true). Off, every request is
+	// decided on method, path and headers alone, and operations that need their
+	// body are refused by the adapters.
+	ParseBody *bool `yaml:"parse_body"`
+	// AllowPartialBody decides a request whose body Envoy cut short
+	// (x-envoy-auth-partial-body: true) on method, path and headers alone,
+	// instead of refusing it as too large (413).
+	AllowPartialBody bool `yaml:"allow_partial_body"`
+	// JWTAuthn, when set, takes the caller from the claims Envoy's jwt_authn
+	// filter verified (opt-in).
+	JWTAuthn *JWTAuthn `yaml:"jwt_authn"`
+	// Reflection registers gRPC server reflection on the gRPC listener.
+	Reflection bool `yaml:"reflection"`
+}
+
+// JWTAuthn names where Envoy's jwt_authn filter leaves verified claims
+// (payload_in_metadata) and whose claims writ believes without verifying the
+// token itself.
+type JWTAuthn struct {
+	// Namespace is the metadata_context filter_metadata namespace (default
+	// envoy.filters.http.jwt_authn).
+	Namespace string `yaml:"namespace"`
+	// Issuers are the iss values trusted that way; required. A claim set from
+	// any other issuer is ignored.
+	Issuers []string `yaml:"issuers"`
+}
+
+// Enabled reports whether any ext_authz listener is configured.
+func (e *Envoy) Enabled() bool { return e.GRPCListen != "" || e.HTTPListen != "" }
+
+// BodyLimit is the largest body accepted from Envoy: max_request_bytes, or
+// limits.max_body_bytes when it is unset (0).
+func (e *Envoy) BodyLimit(l Limits) int64 {
+	if e.MaxRequestBytes > 0 {
+		return e.MaxRequestBytes
+	}
+	return l.MaxBodyBytes
+}
+
+// ParsesBody reports whether the body Envoy sends is read (parse_body).
+func (e *Envoy) ParsesBody() bool { return e.ParseBody == nil || *e.ParseBody }
+
+// DefaultJWTAuthnNamespace is the filter_metadata namespace of Envoy's jwt_authn
+// filter.
+const DefaultJWTAuthnNamespace = "envoy.filters.http.jwt_authn"
 
 // Limits bound every request writ handles.
 type Limits struct {
@@ -192,6 +261,7 @@ func (c *Config) applyDefaults() {
 	if lc.UnknownTasks == "" {
 		lc.UnknownTasks = "deny"
 	}
+	c.Envoy.applyDefaults()
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.Protocol == "" {
@@ -240,6 +310,7 @@ func (c *Config) Validate() error {
 	if u := c.Lifecycle.UnknownTasks; u != "deny" && u != "allow" {
 		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)
 	}
+	c.Envoy.validate(c, bad)
 	if len(c.Agents) == 0 {
 		bad("agents", "at least one agent is required")
 	}
@@ -330,4 +401,51 @@ func (c *Config) Route(path string) (*Agent, string, bool) {
 		rest = "/"
 	}
 	return best, rest, true
+}
+
+func (e *Envoy) applyDefaults() {
+	if e.ParseBody == nil {
+		on := true
+		e.ParseBody = &on
+	}
+	if e.JWTAuthn != nil && e.JWTAuthn.Namespace == "" {
+		e.JWTAuthn.Namespace = DefaultJWTAuthnNamespace
+	}
+}
+
+func (e *Envoy) validate(c *Config, bad func(key, format string, args ...any)) {
+	for key, addr := range map[string]string{"envoy.grpc_listen": e.GRPCListen, "envoy.http_listen": e.HTTPListen} {
+		if addr == "" {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(addr); err != nil {
+			bad(key, "%q is not host:port", addr)
+		} else if port != "0" && (addr == c.Listen || addr == c.Admin) {
+			bad(key, "%q is already the listen or admin address", addr)
+		}
+	}
+	if e.GRPCListen != "" && e.GRPCListen == e.HTTPListen && !strings.HasSuffix(e.GRPCListen, ":0") {
+		bad("envoy.http_listen", "%q is already envoy.grpc_listen", e.HTTPListen)
+	}
+	if p := e.HTTPPathPrefix; p != "" && (!strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/")) {
+		bad("envoy.http_path_prefix", "must start with / and not end with one, got %q", p)
+	}
+	if e.MaxRequestBytes < 0 {
+		bad("envoy.max_request_bytes", "must be positive")
+	} else if e.MaxRequestBytes > c.Limits.MaxBodyBytes && c.Limits.MaxBodyBytes > 0 {
+		bad("envoy.max_request_bytes", "%d exceeds limits.max_body_bytes (%d)", e.MaxRequestBytes, c.Limits.MaxBodyBytes)
+	}
+	if j := e.JWTAuthn; j != nil {
+		if j.Namespace == "" {
+			bad("envoy.jwt_authn.namespace", "required")
+		}
+		if len(j.Issuers) == 0 {
+			bad("envoy.jwt_authn.issuers", "required: the issuers whose claims Envoy verifies for writ")
+		}
+		for i, iss := range j.Issuers {
+			if strings.TrimSpace(iss) == "" {
+				bad(fmt.Sprintf("envoy.jwt_authn.issuers[%d]", i), "must not be empty")
+			}
+		}
+	}
 }

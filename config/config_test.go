@@ -103,3 +103,47 @@ func TestLoad(t *testing.T) {
 		t.Fatal("missing file loaded")
 	}
 }
+
+// TestEnvoy: the envoy section's defaults, and each bad key refused by name.
+func TestEnvoy(t *testing.T) {
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := c.Envoy
+	if e.Enabled() || !e.ParsesBody() || e.MaxRequestBytes != 0 || e.BodyLimit(c.Limits) != c.Limits.MaxBodyBytes || e.DryRun || e.AllowPartialBody ||
+		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" {
+		t.Errorf("envoy defaults: %+v", e)
+	}
+	c, err = Parse([]byte(good + `envoy:
+  grpc_listen: 127.0.0.1:9191
+  http_listen: 127.0.0.1:9192
+  http_path_prefix: /authz
+  max_request_bytes: 8192
+  parse_body: false
+  jwt_authn: {issuers: [https://idp.bank.ae]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e = c.Envoy
+	if !e.Enabled() || e.ParsesBody() || e.BodyLimit(c.Limits) != 8192 || e.JWTAuthn.Namespace != DefaultJWTAuthnNamespace {
+		t.Errorf("envoy: %+v", e)
+	}
+	for key, section := range map[string]string{
+		"envoy.grpc_listen":                "envoy: {grpc_listen: '9191'}",
+		"envoy.http_listen: \"127.0.0.1:9": "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
+		"envoy.http_listen: \"127.0.0.1:8": "envoy: {http_listen: '127.0.0.1:8081'}",
+		"envoy.http_path_prefix":           "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
+		"envoy.max_request_bytes: 2097152": "envoy: {max_request_bytes: 2097152}",
+		"envoy.max_request_bytes: must":    "envoy: {max_request_bytes: -1}",
+		"envoy.jwt_authn.issuers":          "envoy: {jwt_authn: {namespace: x}}",
+		"envoy.jwt_authn.issuers[1]":       "envoy: {jwt_authn: {issuers: [a, '']}}",
+		"field grpc not found":             "envoy: {grpc: x}",
+	} {
+		_, err := Parse([]byte(good + section + "\n"))
+		if err == nil || !strings.Contains(err.Error(), key) {
+			t.Errorf("%s: got %v", key, err)
+		}
+	}
+}

@@ -23,25 +23,15 @@ type jwtIssuer struct {
 	scopeClaims          []string // tried in order; the first present wins
 	classificationClaims []string // likewise
 	keys                 *keySet
+	// audienceVerified: the claims come from a verifier in front of writ that
+	// checked the audience itself (VerifiedClaims of an issuer not in identity.jwt).
+	audienceVerified bool
 }
 
 func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background) (*jwtIssuer, error) {
-	iss := &jwtIssuer{
-		name:                 ic.Issuer,
-		audiences:            ic.Audiences,
-		leeway:               ic.Leeway,
-		tenantClaim:          ic.TenantClaim,
-		scopeClaims:          []string{"scope", "scp"},
-		classificationClaims: []string{"classification", "data_classification"},
-	}
+	iss := claimMapping(ic)
 	for _, a := range ic.Algorithms {
 		iss.algs = append(iss.algs, asymmetric[a])
-	}
-	if ic.ScopeClaim != "" {
-		iss.scopeClaims = []string{ic.ScopeClaim}
-	}
-	if ic.ClassificationClaim != "" {
-		iss.classificationClaims = []string{ic.ClassificationClaim}
 	}
 	if ic.JWKSFile != "" {
 		ks, err := loadKeyFile(ic.JWKSFile, now())
@@ -53,6 +43,57 @@ func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background
 	}
 	iss.keys = &keySet{url: ic.JWKSURL, client: ic.HTTPClient, refresh: ic.JWKSRefresh, now: now, bg: bg}
 	return iss, nil
+}
+
+// claimMapping is the part of an issuer that maps verified claims to a Caller:
+// audiences, leeway and claim names (ic has its defaults applied).
+func claimMapping(ic IssuerConfig) *jwtIssuer {
+	iss := &jwtIssuer{
+		name:                 ic.Issuer,
+		audiences:            ic.Audiences,
+		leeway:               ic.Leeway,
+		tenantClaim:          ic.TenantClaim,
+		scopeClaims:          []string{"scope", "scp"},
+		classificationClaims: []string{"classification", "data_classification"},
+	}
+	if ic.ScopeClaim != "" {
+		iss.scopeClaims = []string{ic.ScopeClaim}
+	}
+	if ic.ClassificationClaim != "" {
+		iss.classificationClaims = []string{ic.ClassificationClaim}
+	}
+	return iss
+}
+
+// VerifiedClaims builds the Caller for a JWT claim set whose signature something in
+// front of writ has already verified: Envoy's jwt_authn filter, in ext_authz mode.
+// Which issuers are trusted that way is the caller's decision, made before this call;
+// VerifiedClaims never checks a signature.
+//
+// The claims are mapped exactly as Identify maps a token it verified itself: iss and
+// exp are required, exp and nbf are checked with the leeway, then tenant, scopes,
+// classification and the RFC 8693 act chain. An issuer that is also configured in
+// identity.jwt uses its claim names, leeway and audiences; any other issuer gets the
+// defaults (tenant, scope/scp, classification/data_classification, 30s) and no
+// audience check, which the verifier in front already made. Failures wrap the same
+// sentinel errors as Identify's. Results are not cached: claims is owned by the
+// returned Caller.
+func (r *Resolver) VerifiedClaims(claims map[string]any) (Caller, error) {
+	name, ok := claims["iss"].(string)
+	if !ok || name == "" {
+		return Anonymous(), fmt.Errorf("%w: verified claims have no iss", ErrUnknownIssuer)
+	}
+	iss := r.issuers[name]
+	if iss == nil {
+		iss = claimMapping(IssuerConfig{Issuer: name, Leeway: defaultLeeway, TenantClaim: "tenant"})
+		iss.audienceVerified = true
+	}
+	c, err := iss.caller(claims, r.now(), r.maxDepth)
+	if err != nil {
+		return Anonymous(), err
+	}
+	c.ClaimsDigest = DigestClaims(c.Claims)
+	return c, nil
 }
 
 var b64 = base64.RawURLEncoding
@@ -140,8 +181,10 @@ func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int)
 	if s, _ := claims["iss"].(string); s != iss.name {
 		return Caller{}, fmt.Errorf("%w: iss changed after verification", ErrTokenInvalid)
 	}
-	if err := iss.checkAudience(claims["aud"]); err != nil {
-		return Caller{}, err
+	if !iss.audienceVerified {
+		if err := iss.checkAudience(claims["aud"]); err != nil {
+			return Caller{}, err
+		}
 	}
 	exp, ok, err := numericDate(claims, "exp")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -34,6 +35,9 @@ type sidecar struct {
 	ln       net.Listener
 	adminLn  net.Listener
 	log      *slog.Logger
+	// envoy is the ext_authz servers (nil unless envoy.grpc_listen or
+	// envoy.http_listen is set); they share the proxy, engine and store.
+	envoy *extauthz.Server
 }
 
 // startSidecar builds everything from cfg and starts listening. A policy set that
@@ -73,6 +77,14 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 	}
 	sc.srv = px.HTTPServer(sc.ln.Addr().String())
 	sc.admin = &http.Server{Handler: sc.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	if cfg.Envoy.Enabled() {
+		if err := sc.startEnvoy(); err != nil {
+			sc.ln.Close()
+			sc.adminLn.Close()
+			ident.Close()
+			return nil, err
+		}
+	}
 	go func() { _ = sc.srv.Serve(sc.ln) }()
 	go func() { _ = sc.admin.Serve(sc.adminLn) }()
 	if cfg.DryRun {
@@ -103,9 +115,31 @@ func (sc *sidecar) URL() string { return "http://" + sc.ln.Addr().String() }
 func (sc *sidecar) shutdown(timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
+	if sc.envoy != nil {
+		sc.envoy.Shutdown(ctx)
+	}
 	_ = sc.srv.Shutdown(ctx)
 	_ = sc.admin.Shutdown(ctx)
 	sc.ident.Close()
+}
+
+// startEnvoy opens the ext_authz listeners (Envoy mode) over the sidecar's
+// proxy, so both make the same decisions from one lifecycle store.
+func (sc *sidecar) startEnvoy() error {
+	ext, err := extauthz.New(sc.proxy, sc.ident, sc.cfg, sc.log)
+	if err != nil {
+		return err
+	}
+	if err := ext.Listen(); err != nil {
+		return err
+	}
+	sc.envoy = ext
+	if sc.cfg.Envoy.DryRun {
+		sc.log.Warn("envoy.dry_run is on: every ext_authz check is answered OK; refusals are only logged")
+	}
+	sc.log.Info("Envoy mode: ext_authz is serving", "grpc", ext.GRPCAddr(), "http", ext.HTTPAddr(),
+		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "parse_body", sc.cfg.Envoy.ParsesBody())
+	return nil
 }
 
 // serveCmd runs `writ serve`.

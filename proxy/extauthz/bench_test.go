@@ -1,0 +1,39 @@
+package extauthz
+
+import (
+	"os"
+	"testing"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+// benchRequest is bench/request_allow.json (the check bench/extauthz.sh sends)
+// with its token replaced by the test issuer's for the same caller.
+func benchRequest(b *testing.B, w *world) *authv3.CheckRequest {
+	b.Helper()
+	raw, err := os.ReadFile("../../bench/request_allow.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cr authv3.CheckRequest
+	if err := protojson.Unmarshal(raw, &cr); err != nil {
+		b.Fatal(err)
+	}
+	cr.Attributes.Request.Http.Headers["authorization"] = "Bearer " + w.token(investigator)
+	return &cr
+}
+
+// BenchmarkCheck is one allowed check in process, without gRPC, decision cache
+// warm: what writ adds per check to the transport's own cost.
+func BenchmarkCheck(b *testing.B) {
+	w := newWorld(b, "")
+	cr := benchRequest(b, w)
+	if resp, _ := w.ext.Check(b.Context(), cr); resp.GetOkResponse() == nil {
+		b.Fatalf("not allowed: %v", resp)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = w.ext.Check(b.Context(), cr)
+	}
+}

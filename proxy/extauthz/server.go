@@ -1,0 +1,219 @@
+// Package extauthz is writ behind Envoy: the ext_authz v3 servers (gRPC
+// envoy.service.auth.v3.Authorization/Check, and the HTTP form of Envoy's
+// http_service) that turn Envoy's check into the sidecar's own decision
+// (proxy.Server.Check) and its verdict into Envoy's answer, so a client sees the
+// same A2A or ACP answer through Envoy as through the sidecar.
+package extauthz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy"
+)
+
+// Server answers Envoy's ext_authz checks with the decisions of a proxy.Server.
+// It is safe for concurrent use.
+type Server struct {
+	authv3.UnimplementedAuthorizationServer
+
+	px      *proxy.Server
+	ident   *identity.Resolver
+	cfg     config.Envoy
+	limits  config.Limits
+	trusted map[string]bool // envoy.jwt_authn.issuers; nil when jwt_authn is off
+	log     *slog.Logger
+
+	mu       sync.Mutex
+	grpc     *grpc.Server
+	health   *health.Server
+	http     *http.Server
+	grpcAddr string
+	httpAddr string
+}
+
+var _ authv3.AuthorizationServer = (*Server)(nil)
+
+// New builds the ext_authz servers over px from a validated config. ident is
+// needed only for envoy.jwt_authn (it maps the verified claims); the listeners
+// open with Listen.
+func New(px *proxy.Server, ident *identity.Resolver, cfg *config.Config, log *slog.Logger) (*Server, error) {
+	if px == nil {
+		return nil, errors.New("extauthz: a proxy.Server is required")
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	s := &Server{px: px, ident: ident, cfg: cfg.Envoy, limits: cfg.Limits, log: log}
+	s.cfg.MaxRequestBytes = cfg.Envoy.BodyLimit(cfg.Limits)
+	if j := s.cfg.JWTAuthn; j != nil {
+		if ident == nil {
+			return nil, errors.New("extauthz: envoy.jwt_authn needs the identity resolver")
+		}
+		s.trusted = make(map[string]bool, len(j.Issuers))
+		for _, iss := range j.Issuers {
+			s.trusted[iss] = true
+		}
+	}
+	return s, nil
+}
+
+// Check implements envoy.service.auth.v3.Authorization/Check.
+func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	inc, err := s.fromCheck(req)
+	if err != nil {
+		if req.GetAttributes().GetRequest().GetHttp() == nil {
+			// Not an HTTP check at all: a gRPC error, which Envoy fails closed on.
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		return deniedResponse(badRequest(err)), nil
+	}
+	v, dry := s.decide(ctx, inc)
+	if v.Allow || dry {
+		return okResponse(v, dry), nil
+	}
+	return deniedResponse(v), nil
+}
+
+// decide asks the sidecar's pipeline, then applies envoy.dry_run: a verdict that
+// is not Allow is logged and let through (dry reports that), except requests for
+// writ's own directory, which no agent behind Envoy could answer.
+func (s *Server) decide(ctx context.Context, inc proxy.Incoming) (v proxy.Verdict, dry bool) {
+	v = s.px.Check(ctx, inc)
+	if v.Allow || !s.cfg.DryRun || inc.Path == proxy.DirectoryPath {
+		return v, false
+	}
+	denied := make([]string, len(v.Denials))
+	for i, d := range v.Denials {
+		denied[i] = d.Code
+	}
+	s.log.Info("dry-run: Envoy mode lets through what writ would have answered itself",
+		"decision_id", v.DecisionID, "status", v.Answer.Status, "denials", denied,
+		"operation", string(v.Operation), "method", inc.Method, "path", inc.Path)
+	return v, true
+}
+
+// badRequest is the answer to a check writ cannot read as an HTTP request.
+func badRequest(err error) proxy.Verdict {
+	return proxy.Verdict{Answer: plainAnswer(http.StatusBadRequest, err.Error())}
+}
+
+// maxRecvMsgSize bounds one CheckRequest: the body Envoy may send, the header
+// block, and room for the attributes around them.
+func (s *Server) maxRecvMsgSize() int {
+	return int(s.cfg.MaxRequestBytes) + s.limits.MaxHeaderBytes + 64<<10
+}
+
+// Listen opens the configured listeners (envoy.grpc_listen, envoy.http_listen)
+// and serves on them until Shutdown.
+func (s *Server) Listen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gln, hln net.Listener
+	var err error
+	if s.cfg.GRPCListen != "" {
+		if gln, err = net.Listen("tcp", s.cfg.GRPCListen); err != nil {
+			return fmt.Errorf("envoy.grpc_listen: %w", err)
+		}
+	}
+	if s.cfg.HTTPListen != "" {
+		if hln, err = net.Listen("tcp", s.cfg.HTTPListen); err != nil {
+			if gln != nil {
+				gln.Close()
+			}
+			return fmt.Errorf("envoy.http_listen: %w", err)
+		}
+	}
+	if gln != nil {
+		s.grpc, s.health = s.newGRPC()
+		s.grpcAddr = gln.Addr().String()
+		go func() { _ = s.grpc.Serve(gln) }()
+	}
+	if hln != nil {
+		s.http = s.HTTPServer()
+		s.httpAddr = hln.Addr().String()
+		go func() { _ = s.http.Serve(hln) }()
+	}
+	return nil
+}
+
+// newGRPC builds the gRPC server: Authorization, grpc.health.v1 (serving for ""
+// and the Authorization service) and, when configured, reflection.
+func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.maxRecvMsgSize()))
+	authv3.RegisterAuthorizationServer(g, s)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
+	if s.cfg.Reflection {
+		reflection.Register(g)
+	}
+	return g, hs
+}
+
+// GRPCAddr is the gRPC listener's address, "" when it is off.
+func (s *Server) GRPCAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.grpcAddr
+}
+
+// HTTPAddr is the HTTP listener's address, "" when it is off.
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAddr
+}
+
+// Shutdown reports NOT_SERVING to health checks, lets checks in flight finish
+// until ctx ends, then closes what is left.
+func (s *Server) Shutdown(ctx context.Context) {
+	s.mu.Lock()
+	g, hs, h := s.grpc, s.health, s.http
+	s.mu.Unlock()
+	if h != nil {
+		_ = h.Shutdown(ctx)
+	}
+	if g == nil {
+		return
+	}
+	hs.Shutdown()
+	done := make(chan struct{})
+	go func() { g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		g.Stop()
+		<-done
+	}
+}
+
+// HTTPServer wraps the HTTP ext_authz handler in an http.Server with the
+// sidecar's header limits and timeouts.
+func (s *Server) HTTPServer() *http.Server {
+	return &http.Server{
+		Handler:           http.HandlerFunc(s.ServeHTTP),
+		ReadHeaderTimeout: s.limits.ReadHeaderTimeout,
+		ReadTimeout:       s.limits.ReadTimeout,
+		MaxHeaderBytes:    s.limits.MaxHeaderBytes,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+}

@@ -46,6 +46,8 @@ type Config struct {
 	// Envoy runs writ as Envoy's external authorization service as well (off
 	// unless a listener is named).
 	Envoy Envoy `yaml:"envoy"`
+	// Push configures push notifications, which writ handles itself.
+	Push Push `yaml:"push"`
 }
 
 // Envoy configures Envoy mode: the ext_authz v3 servers that make the sidecar's
@@ -181,6 +183,31 @@ type Agent struct {
 	Skills []task.Skill `yaml:"skills"`
 }
 
+// Push configures in-process push notifications: writ keeps the callers' push
+// configs, strips them from what the agents receive, answers the push-config
+// operations, and delivers every state change through an SSRF-guarded client.
+type Push struct {
+	// Disabled leaves push to the agents (configs are forwarded as sent).
+	Disabled bool `yaml:"disabled"`
+	// TrustedHosts may resolve to private addresses and use http (keep it short:
+	// each entry is a hole in the SSRF guard).
+	TrustedHosts []string `yaml:"trusted_hosts"`
+	// Workers deliver in parallel (default 4).
+	Workers int `yaml:"workers"`
+	// QueueSize caps notifications waiting or in flight (default 10000).
+	QueueSize int `yaml:"queue_size"`
+	// MaxAttempts per notification (default 5).
+	MaxAttempts int `yaml:"max_attempts"`
+	// AttemptTimeout bounds one delivery attempt (default 10s).
+	AttemptTimeout time.Duration `yaml:"attempt_timeout"`
+	// MaxResponseBytes read from a receiver (default 64 KiB).
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// MaxConfigsPerTask (default 10) and MaxConfigsPerOwner (default 1000) bound
+	// the configs writ keeps.
+	MaxConfigsPerTask  int `yaml:"max_configs_per_task"`
+	MaxConfigsPerOwner int `yaml:"max_configs_per_owner"`
+}
+
 // Defaults.
 const (
 	DefaultListen = "127.0.0.1:8080"
@@ -216,6 +243,28 @@ func Parse(raw []byte) (*Config, error) {
 }
 
 func (c *Config) applyDefaults() {
+	p := &c.Push
+	if p.Workers == 0 {
+		p.Workers = 4
+	}
+	if p.QueueSize == 0 {
+		p.QueueSize = 10000
+	}
+	if p.MaxAttempts == 0 {
+		p.MaxAttempts = 5
+	}
+	if p.AttemptTimeout == 0 {
+		p.AttemptTimeout = 10 * time.Second
+	}
+	if p.MaxResponseBytes == 0 {
+		p.MaxResponseBytes = 64 << 10
+	}
+	if p.MaxConfigsPerTask == 0 {
+		p.MaxConfigsPerTask = 10
+	}
+	if p.MaxConfigsPerOwner == 0 {
+		p.MaxConfigsPerOwner = 1000
+	}
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -302,6 +351,15 @@ func (c *Config) Validate() error {
 		"limits.stream_idle_timeout": l.StreamIdleTimeout, "lifecycle.ttl": c.Lifecycle.TTL} {
 		if d < 0 {
 			bad(key, "must be positive")
+		}
+	}
+	if p := c.Push; p.Workers < 0 || p.QueueSize < 0 || p.MaxAttempts < 0 || p.AttemptTimeout < 0 ||
+		p.MaxResponseBytes < 0 || p.MaxConfigsPerTask < 0 || p.MaxConfigsPerOwner < 0 {
+		bad("push", "bounds must be positive")
+	}
+	for i, h := range c.Push.TrustedHosts {
+		if h == "" || strings.ContainsAny(h, "/@ ") {
+			bad(fmt.Sprintf("push.trusted_hosts[%d]", i), "must be a host name or an IP address, not %q", h)
 		}
 	}
 	if c.Lifecycle.MaxTasks < 0 || c.Lifecycle.MaxTasksPerOwner < 0 {

@@ -17,7 +17,9 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -132,6 +134,58 @@ type demo struct {
 
 	// Carried between steps.
 	streamedTask a2a.TaskID // the finished sanctions task of step 3
+
+	// receiver records the push notifications writ delivers.
+	receiver *http.Server
+	rcvURL   string
+	rcvMu    sync.Mutex
+	rcvd     []delivery
+}
+
+// delivery is one notification the demo's receiver got.
+type delivery struct {
+	token, auth, body string
+}
+
+// startReceiver serves the demo's push callback on loopback and allows it in the
+// copied policy data.
+func (d *demo) startReceiver(dataFile string) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	d.rcvURL = "http://" + ln.Addr().String() + "/cb"
+	d.receiver = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		d.rcvMu.Lock()
+		d.rcvd = append(d.rcvd, delivery{r.Header.Get("X-A2A-Notification-Token"), r.Header.Get("Authorization"), string(body)})
+		d.rcvMu.Unlock()
+	})}
+	go func() { _ = d.receiver.Serve(ln) }()
+	raw, err := os.ReadFile(dataFile)
+	if err != nil {
+		return err
+	}
+	data := strings.Replace(string(raw), `"wholesale": ["agents.bank.ae"]`, `"wholesale": ["agents.bank.ae", "127.0.0.1"]`, 1)
+	data = strings.Replace(data, `"allow_http_hosts": []`, `"allow_http_hosts": ["127.0.0.1"]`, 1)
+	if data == string(raw) {
+		return fmt.Errorf("the shipped data.json changed shape: cannot allow the demo's receiver")
+	}
+	return os.WriteFile(dataFile, []byte(data), 0o600)
+}
+
+// deliveries returns what the receiver got once at least n arrived (or after 5s).
+func (d *demo) deliveries(n int) []delivery {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		d.rcvMu.Lock()
+		got := slices.Clone(d.rcvd)
+		d.rcvMu.Unlock()
+		if len(got) >= n || time.Now().After(deadline) {
+			return got
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // runDemo starts the agents and writ, runs the scenario and reports every check
@@ -191,6 +245,12 @@ func (d *demo) start(ctx context.Context, opt demoOptions) error {
 	if err := os.CopyFS(policyDir, policies.FS); err != nil {
 		return fmt.Errorf("writing the shipped policies: %w", err)
 	}
+	// The demo's own push receiver listens on loopback over http: the demo (and
+	// only the demo) puts 127.0.0.1 on the callback allow-list and trusts it in the
+	// SSRF guard.
+	if err := d.startReceiver(filepath.Join(policyDir, "data.json")); err != nil {
+		return err
+	}
 	jwksFile := filepath.Join(d.dir, "jwks.json")
 	if err := d.newIdentityProvider(jwksFile); err != nil {
 		return err
@@ -200,6 +260,7 @@ func (d *demo) start(ctx context.Context, opt demoOptions) error {
 	d.plain = &http.Client{Transport: base, Timeout: 30 * time.Second}
 
 	cfg := &config.Config{Listen: listen, Admin: "127.0.0.1:0", Policies: []string{policyDir},
+		Push: config.Push{TrustedHosts: []string{"127.0.0.1"}},
 		Identity: identity.Config{JWT: []identity.IssuerConfig{{Issuer: demoIssuer,
 			Audiences: []string{demoAudience}, JWKSFile: jwksFile, Algorithms: []string{"ES256"}}}}}
 	for _, a := range demoAgents {
@@ -233,6 +294,9 @@ func (d *demo) start(ctx context.Context, opt demoOptions) error {
 func (d *demo) close() {
 	if d.sc != nil {
 		d.sc.shutdown(5 * time.Second)
+	}
+	if d.receiver != nil {
+		d.receiver.Close()
 	}
 	for _, a := range d.agents {
 		_ = a.Close()

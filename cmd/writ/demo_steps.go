@@ -372,7 +372,44 @@ func (d *demo) stepPush(ctx context.Context) {
 		}
 		d.check(verdict == c.want, "push %s: got %s, want %s", c.label, verdict, c.want)
 	}
-	fmt.Fprintf(d.out, "\n  (Push delivery itself is not built into writ yet: today it only decides which callbacks may be set.)\n")
+
+	// An allowed callback: writ keeps the config (the agent never sees it) and
+	// delivers every state change itself.
+	fmt.Fprintf(d.out, "\n  %s (token) on a task that asks for input, then completes:\n", d.rcvURL)
+	p := newMessage("Screen this entity")
+	p.Config = &a2a.MessageSendConfig{PushConfig: &a2a.PushConfig{URL: d.rcvURL, Token: "demo-token"}}
+	tok := d.token(investigator)
+	res, f, err := d.send(ctx, "clarifier", tok, p)
+	t, ok := res.(*a2a.Task)
+	if !d.check(ok && f == nil && err == nil, "send with an allowed push config: %s", errText(err)) {
+		return
+	}
+	reply := newMessage("UAE and UN lists")
+	reply.Message.TaskID, reply.Message.ContextID = t.ID, t.ContextID
+	if _, f, err = d.send(ctx, "clarifier", tok, reply); !d.check(f == nil && err == nil, "reply: %s", errText(err)) {
+		return
+	}
+	got := d.deliveries(2)
+	var states []string
+	for _, g := range got {
+		var n struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		}
+		_ = json.Unmarshal([]byte(g.body), &n)
+		fmt.Fprintf(d.out, "  delivered        : task %s %-15s token %q\n", short(n.ID), n.Status.State, g.token)
+		states = append(states, n.Status.State)
+		d.check(g.token == "demo-token" && n.ID == string(t.ID), "delivery %s: token %q, task %s", n.Status.State, g.token, n.ID)
+	}
+	d.check(slices.Equal(states, []string{"input-required", "completed"}), "deliveries %v, want [input-required completed]", states)
+	seen := false
+	for _, o := range d.agents["clarifier"].Requests() {
+		seen = seen || strings.Contains(o.Body, d.rcvURL)
+	}
+	d.check(!seen, "the agent received the push config")
+	fmt.Fprintf(d.out, "  the agent never saw the callback: writ stripped it, kept it, and delivered through its SSRF guard.\n")
 }
 
 // ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extauthz"
+	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -38,6 +40,8 @@ type sidecar struct {
 	// envoy is the ext_authz servers (nil unless envoy.grpc_listen or
 	// envoy.http_listen is set); they share the proxy, engine and store.
 	envoy *extauthz.Server
+	// push delivers notifications (nil when push.disabled).
+	push *push.Deliverer
 }
 
 // startSidecar builds everything from cfg and starts listening. A policy set that
@@ -58,13 +62,19 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 		return nil, err
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: cfg.Lifecycle.MaxTasks,
-		MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner, TTL: cfg.Lifecycle.TTL})
-	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log})
+		MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner, TTL: cfg.Lifecycle.TTL,
+		MaxPushPerTask: cfg.Push.MaxConfigsPerTask, MaxPushPerOwner: cfg.Push.MaxConfigsPerOwner})
+	deliverer := newDeliverer(cfg, log)
+	deps := proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log}
+	if deliverer != nil {
+		deps.Push = deliverer
+	}
+	px, err := proxy.New(cfg, deps)
 	if err != nil {
 		ident.Close()
 		return nil, err
 	}
-	sc := &sidecar{cfg: cfg, proxy: px, engine: engine, ident: ident, store: store, log: log,
+	sc := &sidecar{cfg: cfg, proxy: px, engine: engine, ident: ident, store: store, log: log, push: deliverer,
 		reloader: authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)}
 	if sc.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		ident.Close()
@@ -95,6 +105,28 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 	return sc, nil
 }
 
+// newDeliverer builds push delivery from the config (nil when push is left to the
+// agents). Every outcome is logged with the task and context ids and the
+// receiver's host (never the token or the full URL).
+func newDeliverer(cfg *config.Config, log *slog.Logger) *push.Deliverer {
+	if cfg.Push.Disabled {
+		return nil
+	}
+	p := cfg.Push
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: p.TrustedHosts})
+	return push.NewDeliverer(push.DelivererConfig{Workers: p.Workers, QueueSize: p.QueueSize,
+		MaxAttempts: p.MaxAttempts, AttemptTimeout: p.AttemptTimeout,
+		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log,
+		OnResult: func(r push.Result) {
+			host := r.N.URL
+			if u, err := url.Parse(r.N.URL); err == nil {
+				host = u.Host
+			}
+			log.Info("push delivery", "task_id", r.N.TaskID, "context_id", r.N.ContextID, "host", host,
+				"delivered", r.Delivered, "attempts", r.Attempts, "status", r.Status, "latency_ms", r.Latency.Milliseconds())
+		}})
+}
+
 // adminMux serves liveness and readiness on the admin listener.
 func (sc *sidecar) adminMux() http.Handler {
 	mux := http.NewServeMux()
@@ -120,6 +152,11 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 	}
 	_ = sc.srv.Shutdown(ctx)
 	_ = sc.admin.Shutdown(ctx)
+	sc.proxy.Close()
+	if sc.push != nil {
+		// What is queued gets its chance to be delivered before the deadline.
+		_ = sc.push.Close(ctx)
+	}
 	sc.ident.Close()
 }
 

@@ -37,6 +37,9 @@ func TestDefaultsAndRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 {
+		t.Errorf("push defaults: %+v", c.Push)
+	}
 	if c.Listen != "127.0.0.1:8081" || c.Admin != DefaultAdmin || c.Limits.MaxBodyBytes != 1<<20 ||
 		c.Limits.ReadHeaderTimeout != 5*time.Second || c.Lifecycle.UnknownTasks != "deny" || c.DefaultClassification != "internal" {
 		t.Errorf("defaults: %+v", c)
@@ -82,6 +85,8 @@ func TestInvalid(t *testing.T) {
 		"listen":                   func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
 		"field nonsense not found": func(s string) string { return s + "nonsense: 1\n" },
 		"lifecycle.unknown_tasks":  func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"push.trusted_hosts[0]":    func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
+		"push: bounds":             func(s string) string { return s + "push:\n  max_attempts: -1\n" },
 		"agents: at least one":     func(string) string { return "listen: 127.0.0.1:1\n" },
 	} {
 		_, err := Parse([]byte(mutate(good)))

@@ -117,14 +117,24 @@ func newDeliverer(cfg *config.Config, log *slog.Logger) *push.Deliverer {
 	return push.NewDeliverer(push.DelivererConfig{Workers: p.Workers, QueueSize: p.QueueSize,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: p.AttemptTimeout,
 		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log,
-		OnResult: func(r push.Result) {
-			host := r.N.URL
-			if u, err := url.Parse(r.N.URL); err == nil {
-				host = u.Host
-			}
-			log.Info("push delivery", "task_id", r.N.TaskID, "context_id", r.N.ContextID, "host", host,
-				"delivered", r.Delivered, "attempts", r.Attempts, "status", r.Status, "latency_ms", r.Latency.Milliseconds())
-		}})
+		OnAttempt: func(r push.Result) { logDelivery(log, "push delivery attempt", r) },
+		OnResult:  func(r push.Result) { logDelivery(log, "push delivery", r) },
+	})
+}
+
+// logDelivery logs one push attempt or outcome with the task and context ids and
+// the receiver's host; never the token or the full URL.
+func logDelivery(log *slog.Logger, msg string, r push.Result) {
+	host := ""
+	if u, err := url.Parse(r.N.URL); err == nil {
+		host = u.Host
+	}
+	attrs := []any{"task_id", r.N.TaskID, "context_id", r.N.ContextID, "host", host, "delivered", r.Delivered,
+		"attempt", r.Attempts, "status", r.Status, "latency_ms", r.Latency.Milliseconds()}
+	if r.Err != nil {
+		attrs = append(attrs, "reason", r.Err.Error())
+	}
+	log.Info(msg, attrs...)
 }
 
 // adminMux serves liveness and readiness on the admin listener.

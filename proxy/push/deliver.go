@@ -74,6 +74,9 @@ type DelivererConfig struct {
 	// OnResult, when set, is called once per notification with its final
 	// outcome, from a worker goroutine: keep it fast.
 	OnResult func(Result)
+	// OnAttempt, when set, is called after every attempt (Result.Attempts is its
+	// number; Delivered or Err says how it went), for an audit trail of each try.
+	OnAttempt func(Result)
 }
 
 // ErrQueueFull is returned by Enqueue when the queue is at its cap.
@@ -296,6 +299,10 @@ func (d *Deliverer) work() {
 			continue
 		}
 		r, retry := d.attempt(j)
+		if d.cfg.OnAttempt != nil {
+			r.Latency = time.Since(j.enqueued)
+			d.cfg.OnAttempt(r)
+		}
 		if retry && j.attempts < d.cfg.MaxAttempts && d.schedule(j, r.Status, r.Err) {
 			continue
 		}

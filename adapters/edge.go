@@ -41,6 +41,9 @@ type Edge interface {
 	// GetTaskRequest renders a request asking the upstream for a task's current
 	// state (to follow a task after its request returned), shaped like req.
 	GetTaskRequest(req *task.Request, taskID string) (method, path string, body []byte, get *task.Request)
+	// SubscribeRequest renders a request subscribing to a task's events, shaped
+	// like req; ok is false for a protocol that cannot subscribe.
+	SubscribeRequest(req *task.Request, taskID string) (method, path string, body []byte, sub *task.Request, ok bool)
 }
 
 // StreamReader yields an upstream stream's SSE blocks (Raw: the exact bytes to pass
@@ -81,6 +84,10 @@ func (a2aEdge) RenderNotification(t *task.Task, version string) (string, []byte,
 func (a2aEdge) GetTaskRequest(req *task.Request, taskID string) (string, string, []byte, *task.Request) {
 	return a2a.GetTaskRequest(req, taskID)
 }
+func (a2aEdge) SubscribeRequest(req *task.Request, taskID string) (string, string, []byte, *task.Request, bool) {
+	m, p, b, sub := a2a.SubscribeRequest(req, taskID)
+	return m, p, b, sub, true
+}
 
 type acpEdge struct{}
 
@@ -112,6 +119,11 @@ func (acpEdge) RenderNotification(*task.Task, string) (string, []byte, error) {
 }
 func (acpEdge) GetTaskRequest(req *task.Request, runID string) (string, string, []byte, *task.Request) {
 	return acp.GetRunRequest(req, runID)
+}
+
+// ACP has no subscription to a run that is already going: writ polls.
+func (acpEdge) SubscribeRequest(*task.Request, string) (string, string, []byte, *task.Request, bool) {
+	return "", "", nil, nil, false
 }
 
 var edges = map[string]Edge{a2a.ProtocolName: a2aEdge{}, acp.ProtocolName: acpEdge{}}

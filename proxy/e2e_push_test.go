@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,8 +193,22 @@ func TestPushThroughWrit(t *testing.T) {
 	if ans.Error == nil || ans.Error.Code != -32001 {
 		t.Fatalf("get after delete: %s", ans.raw)
 	}
-	if n := len(clar.Requests()); n != 2 {
-		t.Errorf("the agent saw %d requests, want the 2 sends only", n)
+	// The push-config operations never reached the agent: it saw the two sends
+	// and writ's own follow-up of the task (a subscription: its card streams).
+	sends, follows := 0, 0
+	for _, o := range clar.Requests() {
+		switch o.Method {
+		case "message/send":
+			sends++
+		case "tasks/resubscribe", "tasks/get":
+			follows++
+		case "GET /.well-known/agent-card.json":
+		default:
+			t.Errorf("the agent saw %s", o.Method)
+		}
+	}
+	if sends != 2 || follows == 0 {
+		t.Errorf("the agent saw %d sends and %d follow-ups", sends, follows)
 	}
 	// The card advertises push: writ's own capability.
 	_, body := h.do("GET", "/.well-known/agent-card.json", inv, nil, nil)
@@ -222,6 +238,15 @@ func TestPushFollowsTaskAfterRequest(t *testing.T) {
 		t.Fatalf("send: %s", ans.raw)
 	}
 	_, bodies := rcv.wait(t, 2)
+	defer func() {
+		subscribed := false
+		for _, o := range slow.Requests() {
+			subscribed = subscribed || o.Method == "tasks/resubscribe"
+		}
+		if !subscribed {
+			t.Error("writ did not subscribe to a task on an agent whose card streams")
+		}
+	}()
 	last := bodies[len(bodies)-1]
 	if !strings.Contains(last, id) || !strings.Contains(last, `"state":"completed"`) {
 		deadline := time.Now().Add(5 * time.Second)
@@ -260,5 +285,49 @@ func TestPushJSClient(t *testing.T) {
 	if !strings.Contains(last, id) || !strings.Contains(last, `"statusUpdate"`) || h1.Get("Content-Type") != "application/a2a+json" ||
 		h1.Get("X-A2A-Notification-Token") != "tok-js" || h1.Get("Authorization") != "Bearer cred-js" {
 		t.Fatalf("notification %s %v", last, h1)
+	}
+}
+
+// TestPushFollowByPolling: an agent whose card does not say it streams is
+// followed by asking for the task again until it ends.
+func TestPushFollowByPolling(t *testing.T) {
+	var gets atomic.Int32
+	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Method == http.MethodGet { // the card: none here
+			http.NotFound(w, r)
+			return
+		}
+		state := "TASK_STATE_WORKING"
+		if strings.Contains(string(body), `"GetTask"`) && gets.Add(1) >= 2 {
+			state = "TASK_STATE_COMPLETED"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"GetTask"`) {
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":"writ-follow","result":{"id":"t-p","contextId":"c","status":{"state":%q}}}`, state)
+			return
+		}
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-p","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`)
+	})
+	rcv := newReceiver(t)
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
+	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
+		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { deliverer.Close(t.Context()) })
+	h := newHarnessWith(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) { c.Policies = []string{pushPolicies(t)} }, deliverer)
+	params := map[string]any{"message": sendParams["message"], "configuration": map[string]any{"returnImmediately": true,
+		"taskPushNotificationConfig": map[string]any{"url": rcv.srv.URL + "/cb", "token": "tok"}}}
+	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", params); a.Error != nil {
+		t.Fatalf("send: %s", a.raw)
+	}
+	_, bodies := rcv.waitFor(t, "TASK_STATE_COMPLETED")
+	if !strings.Contains(bodies[0], "TASK_STATE_WORKING") || gets.Load() < 2 {
+		t.Fatalf("notifications %v after %d gets", bodies, gets.Load())
+	}
+	up.mu.Lock()
+	defer up.mu.Unlock()
+	for _, b := range up.body {
+		if strings.Contains(string(b), rcv.srv.URL) {
+			t.Fatalf("the agent saw the callback: %s", b)
+		}
 	}
 }

@@ -12,10 +12,11 @@ import (
 
 // Following a task after its request returned: when a task with push configs is
 // still running once its answer has been relayed (an A2A 1.0 returnImmediately, a
-// 0.3 non-blocking send, an ACP async run), writ asks the agent for the task's
-// state again with backoff — bounded in number of followers and in time (the
-// lifecycle TTL) — and observes each answer, which delivers every change. Writ
-// polls; it does not subscribe, so it needs nothing from the agent but get-task.
+// 0.3 non-blocking send), writ keeps watching it — bounded in number of followers
+// and in time (the lifecycle TTL) — and observes what the agent says, which
+// delivers every change. When the agent's card says it streams, writ subscribes
+// to the task's events; otherwise (or when the subscription ends early) it asks
+// for the task again with backoff.
 const (
 	followFirst = 200 * time.Millisecond
 	followMax   = 30 * time.Second
@@ -53,6 +54,9 @@ func (s *Server) maybeFollow(x *exchange, events []task.Event) {
 func (s *Server) follow(x *exchange, id string) {
 	ctx, cancel := context.WithTimeout(s.life, s.cfg.Lifecycle.TTL)
 	defer cancel()
+	if s.subscribe(ctx, x, id) {
+		return
+	}
 	method, path, body, get := x.edge.GetTaskRequest(&x.req, id)
 	fx := &exchange{rt: x.rt, edge: x.edge, req: *get, caller: x.caller, input: x.input, dec: x.dec}
 	wait := followFirst
@@ -67,21 +71,7 @@ func (s *Server) follow(x *exchange, id string) {
 		if !ok || rec.Task.State.Terminal() {
 			return
 		}
-		target := *x.rt.upstream
-		target.Path = joinPath(x.rt.upstream.Path, path)
-		req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
-		if err != nil {
-			return
-		}
-		req.Header = x.in.Header.Clone()
-		stripHop(req.Header)
-		req.Header.Del("Content-Length")
-		req.Header.Set(CallerHeader, callerHeader(x.caller))
-		req.Header.Set(DecisionHeader, x.dec.ID)
-		if len(body) > 0 {
-			req.Header.Set("Content-Type", "application/json")
-		}
-		resp, err := s.client.Do(req)
+		resp, err := s.followRequest(ctx, x, method, path, body)
 		if err != nil {
 			continue
 		}
@@ -97,4 +87,59 @@ func (s *Server) follow(x *exchange, id string) {
 		}
 		s.observe(ctx, fx, events)
 	}
+}
+
+// followRequest sends writ's own request about a task upstream, on behalf of the
+// caller who created it (their headers, writ's Writ-Caller).
+func (s *Server) followRequest(ctx context.Context, x *exchange, method, path string, body []byte) (*http.Response, error) {
+	target := *x.rt.upstream
+	target.Path = joinPath(x.rt.upstream.Path, path)
+	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header = x.in.Header.Clone()
+	stripHop(req.Header)
+	req.Header.Del("Content-Length")
+	req.Header.Set(CallerHeader, callerHeader(x.caller))
+	req.Header.Set(DecisionHeader, x.dec.ID)
+	if len(body) > 0 {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return s.client.Do(req)
+}
+
+// subscribe follows a task through the agent's own event stream, when its card
+// says it streams. It reports whether the task was followed to its end; false
+// means polling should take over.
+func (s *Server) subscribe(ctx context.Context, x *exchange, id string) bool {
+	card, _, err := x.rt.cards.get(ctx)
+	if err != nil || !card.Capabilities.Streaming {
+		return false
+	}
+	method, path, body, sub, ok := x.edge.SubscribeRequest(&x.req, id)
+	if !ok {
+		return false
+	}
+	resp, err := s.followRequest(ctx, x, method, path, body)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !isEventStream(resp.Header.Get("Content-Type")) {
+		return false
+	}
+	fx := &exchange{rt: x.rt, edge: x.edge, req: *sub, caller: x.caller, input: x.input, dec: x.dec}
+	reader := x.edge.NewStreamReader(sub, resp.Body, s.cfg.Limits.MaxEventBytes)
+	for {
+		ev, events, err := reader.Next()
+		if err != nil && len(ev.Raw) == 0 {
+			break // the stream ended
+		}
+		if err == nil {
+			s.observe(ctx, fx, events)
+		}
+	}
+	rec, ok, _ := s.store.Get(ctx, id)
+	return !ok || rec.Task.State.Terminal()
 }

@@ -193,3 +193,28 @@ func GetTaskRequest(req *task.Request, taskID string) (method, path string, body
 	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
 	return http.MethodPost, "/", body, get
 }
+
+// SubscribeRequest renders a subscribe request in the version and binding of req
+// (tasks/resubscribe, SubscribeToTask, POST /tasks/{id}:subscribe), for following
+// a task on an agent that streams; sub is the internal request it stands for.
+func SubscribeRequest(req *task.Request, taskID string) (method, path string, body []byte, sub *task.Request) {
+	sub = &task.Request{Operation: task.OpSubscribe, TaskID: taskID, Tenant: req.Tenant,
+		Protocol: task.Protocol{Name: ProtocolName, Version: req.Protocol.Version, Binding: req.Protocol.Binding}}
+	if req.Protocol.Binding == task.BindingREST {
+		sub.Protocol.Method = "POST /tasks/{id}:subscribe"
+		path = "/tasks/" + url.PathEscape(taskID) + ":subscribe"
+		if req.Protocol.Version == V03 {
+			sub.Protocol.Method, path = "POST /v1/tasks/{id}:subscribe", "/v1"+path
+		} else if req.Tenant != "" {
+			path = "/" + url.PathEscape(req.Tenant) + path
+		}
+		return http.MethodPost, path, nil, sub
+	}
+	rpc := "tasks/resubscribe"
+	if req.Protocol.Version == V10 {
+		rpc = "SubscribeToTask"
+	}
+	sub.Protocol.Method, sub.RPCID = rpc, json.RawMessage(`"writ-follow"`)
+	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
+	return http.MethodPost, "/", body, sub
+}

@@ -107,6 +107,14 @@ func TestACPAgent(t *testing.T) {
 		t.Fatalf("foreign get %d %s / missing %d %s", resp1.StatusCode, body1, resp2.StatusCode, body2)
 	}
 
+	// The manifest: forwarded to a caller who may see the agent, 404 to others.
+	if resp, body = h.do("GET", "/acp/agents/kyc-refresh-agent", retail, nil, nil); resp.StatusCode != 200 || !strings.Contains(string(body), "kyc-refresh-agent") {
+		t.Errorf("manifest for retail: %d %s", resp.StatusCode, body)
+	}
+	if resp, _ = h.do("GET", "/acp/agents/kyc-refresh-agent", inv, nil, nil); resp.StatusCode != 404 {
+		t.Errorf("manifest for the investigator: %d", resp.StatusCode)
+	}
+
 	// Lifecycle law: cancel and resume of a finished run are answered by writ.
 	before := len(up.Requests())
 	resp, body = h.do("POST", "/acp/runs/"+done+"/cancel", retail, nil, nil)

@@ -127,3 +127,70 @@ func TestJSClientDenied(t *testing.T) {
 		t.Fatalf("REST denial: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestJSAgentLifecycleAndVisibility: in front of the JS SDK agents, over 1.0
+// REST: a follow-up by another caller is TaskNotFound, a message to a finished
+// task never reaches the agent, the card for an allowed and a denied caller, and
+// discovery for two callers.
+func TestJSAgentLifecycleAndVisibility(t *testing.T) {
+	h := jsWorld(t)
+	inv := h.token(investigator)
+	v10 := map[string]string{"A2A-Version": "1.0"}
+	resp, body := h.do("POST", "/message:send", inv, map[string]any{"message": map[string]any{
+		"messageId": "m-1", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "Screen Acme Trading FZE"}}}}, v10)
+	var sent struct {
+		Task struct {
+			ID     string `json:"id"`
+			Status struct {
+				State string `json:"state"`
+			} `json:"status"`
+		} `json:"task"`
+	}
+	json.Unmarshal(body, &sent)
+	if resp.StatusCode >= 300 || sent.Task.Status.State != "TASK_STATE_COMPLETED" {
+		t.Fatalf("send: %d %s", resp.StatusCode, body)
+	}
+	id := sent.Task.ID
+	// Another caller of the same tenant: not the owner, so the task does not exist.
+	other := h.token(caller{agent: "other-bot", user: "u-9", tenant: "wholesale", class: "internal", scopes: "delegate"})
+	r1, b1 := h.do("GET", "/tasks/"+id, other, nil, v10)
+	r2, b2 := h.do("GET", "/tasks/no-such-task", other, nil, v10)
+	if r1.StatusCode != 404 || r2.StatusCode != 404 ||
+		strings.Replace(string(b1), id, "ID", -1) != strings.Replace(string(b2), "no-such-task", "ID", -1) {
+		t.Fatalf("foreign get %d %s / missing %d %s", r1.StatusCode, b1, r2.StatusCode, b2)
+	}
+	if r, b := h.do("GET", "/tasks/"+id, inv, nil, v10); r.StatusCode != 200 {
+		t.Fatalf("owner get: %d %s", r.StatusCode, b)
+	}
+	// A message to the finished task: UnsupportedOperation, and the agent never sees it.
+	before := len(peers.JSAgentRequests(t, h.cfg.Agents[0].Upstream))
+	resp, body = h.do("POST", "/message:send", inv, map[string]any{"message": map[string]any{
+		"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": []any{map[string]any{"text": "again"}}}}, v10)
+	if resp.StatusCode != 400 || !strings.Contains(string(body), "UNSUPPORTED_OPERATION") || !strings.Contains(string(body), "TASK_TERMINAL") {
+		t.Fatalf("message to a finished task: %d %s", resp.StatusCode, body)
+	}
+	if after := len(peers.JSAgentRequests(t, h.cfg.Agents[0].Upstream)); after != before {
+		t.Fatalf("the agent saw the refused message (%d → %d requests)", before, after)
+	}
+	// The card: allowed caller gets writ's rewritten 1.0 card; an outsider gets 404.
+	resp, body = h.do("GET", "/.well-known/agent-card.json", inv, nil, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"supportedInterfaces"`) || !strings.Contains(string(body), h.srv.URL) {
+		t.Fatalf("card: %d %s", resp.StatusCode, body)
+	}
+	outsider := h.token(caller{agent: "corp-bot", tenant: "corporate", class: "internal", scopes: "delegate"})
+	if resp, _ = h.do("GET", "/.well-known/agent-card.json", outsider, nil, nil); resp.StatusCode != 404 {
+		t.Fatalf("outsider card: %d", resp.StatusCode)
+	}
+	// Discovery: the investigator sees the three agents; the outsider none.
+	count := func(tok string) int {
+		_, body := h.do("GET", DirectoryPath, tok, nil, nil)
+		var d struct {
+			Agents []json.RawMessage `json:"agents"`
+		}
+		json.Unmarshal(body, &d)
+		return len(d.Agents)
+	}
+	if n, m := count(inv), count(outsider); n != 3 || m != 0 {
+		t.Fatalf("directory: investigator %d, outsider %d", n, m)
+	}
+}

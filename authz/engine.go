@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/rego"
@@ -31,6 +32,8 @@ type Decision struct {
 	Headers  map[string]string
 	Revision string
 	CacheHit bool
+	// Duration is how long the decision took (the cache lookup, or the evaluation).
+	Duration time.Duration
 	// DryRun is set when the policy denied but dry-run mode let the request pass;
 	// Denials then hold the would-be denials.
 	DryRun bool
@@ -103,13 +106,14 @@ func (e *Engine) CacheStats() (hits, misses uint64) { return e.hits.Load(), e.mi
 // evaluation fails the decision denies with POLICY_ERROR (or passes in dry-run),
 // and the error says why, for the log.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
+	start := time.Now()
 	p := e.policy.Load()
 	var key [32]byte
 	if e.cache != nil {
 		key = Key(p.Revision, in)
 		if d, ok := e.cache.Get(key); ok {
 			e.hits.Add(1)
-			d.ID, d.CacheHit = newID(), true
+			d.ID, d.CacheHit, d.Duration = newID(), true, time.Since(start)
 			return e.finish(d), nil
 		}
 		e.misses.Add(1)
@@ -121,7 +125,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	} else if e.cache != nil {
 		e.cache.Add(key, d)
 	}
-	d.ID = newID()
+	d.ID, d.Duration = newID(), time.Since(start)
 	return e.finish(d), err
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"time"
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
@@ -26,6 +27,7 @@ type Verdict struct {
 	// Writ-Decision-Id); RemoveUpstream are headers to strip from it.
 	Upstream       map[string]string
 	RemoveUpstream []string
+	route          string
 }
 
 // Check runs the same pipeline as ServeHTTP up to the decision and says what to
@@ -33,12 +35,26 @@ type Verdict struct {
 // answers, which a decision-only caller does not see: tasks are recorded only by
 // the sidecar path.
 func (s *Server) Check(ctx context.Context, inc Incoming) Verdict {
+	start := time.Now()
+	v := s.check(ctx, inc, start)
+	status := v.Answer.Status
+	if v.Allow {
+		status = http.StatusOK
+	}
+	s.hooks.Served(RequestEvent{Mode: ModeExtAuthz, Route: v.route, Operation: v.Operation, Status: status, Duration: time.Since(start)})
+	return v
+}
+
+func (s *Server) check(ctx context.Context, inc Incoming, start time.Time) Verdict {
 	s.stats.Requests.Add(1)
 	if shape, ok := directoryRequest(inc.Method, inc.Path); ok {
 		return s.answered(ctx, inc, func(w http.ResponseWriter, r *http.Request) { s.serveDirectory(w, r, shape) })
 	}
-	x, f, hidden := s.decide(ctx, inc)
+	x, f, hidden := s.decide(ctx, inc, ModeExtAuthz, start)
 	v := Verdict{RemoveUpstream: []string{CallerHeader}}
+	if x != nil {
+		v.route = x.rt.agent.Name
+	}
 	switch {
 	case x == nil:
 		v.Answer = wire.Rendered{Status: http.StatusNotFound, ContentType: "text/plain; charset=utf-8", Body: []byte("404 page not found\n")}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/writ-authz/writ/adapters/a2a"
 	"github.com/writ-authz/writ/adapters/acp"
@@ -47,7 +48,14 @@ func (s *Server) serveDirectory(w http.ResponseWriter, r *http.Request, shape di
 		in := authz.BuildInput(&authz.Facts{Request: req, Caller: caller, Target: rt.target,
 			HTTP:                  authz.HTTPInfo{Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr},
 			DefaultClassification: s.cfg.DefaultClassification})
-		d, _ := s.engine.Decide(r.Context(), in)
+		d, err := s.engine.Decide(r.Context(), in)
+		ev := DecisionEvent{Time: time.Now(), ID: d.ID, Mode: ModeSidecar, Route: rt.agent.Name, Operation: task.OpDiscover,
+			Protocol: req.Protocol, Caller: caller, Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials,
+			Revision: d.Revision, CacheHit: d.CacheHit, Eval: d.Duration}
+		if err != nil {
+			ev.Error = err.Error()
+		}
+		s.hooks.Decided(ev)
 		if !d.Allow {
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/writ-authz/writ/task"
 )
@@ -77,7 +78,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if len(payload) == 0 {
 		out.Body = http.NoBody
 	}
+	sent := time.Now()
 	resp, err := s.client.Do(out)
+	x.upstream = time.Since(sent)
 	if err != nil {
 		if r.Context().Err() != nil {
 			return // the caller went away; the upstream request is cancelled with it

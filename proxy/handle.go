@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
@@ -50,6 +51,8 @@ type exchange struct {
 	dec    authz.Decision
 	// pushAttached: the send's push config is stored on its task.
 	pushAttached bool
+	// upstream is how long the agent took to answer.
+	upstream time.Duration
 }
 
 // Incoming is one request as the decision path sees it, whether it reached the
@@ -76,8 +79,18 @@ var errHidden = errors.New("hidden")
 
 // ServeHTTP runs the pipeline: limits → parse → identity → lifecycle record →
 // decision → lifecycle law → serve (card, directory) or forward.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.stats.Requests.Add(1)
+	start := time.Now()
+	w := &statusWriter{ResponseWriter: rw}
+	var x *exchange
+	defer func() {
+		ev := RequestEvent{Mode: ModeSidecar, Status: w.status, Duration: time.Since(start)}
+		if x != nil {
+			ev.Route, ev.Operation, ev.Upstream = x.rt.agent.Name, x.req.Operation, x.upstream
+		}
+		s.hooks.Served(ev)
+	}()
 	if shape, ok := directoryRequest(r.Method, r.URL.Path); ok {
 		r.Header.Del(CallerHeader)
 		s.serveDirectory(w, r, shape)
@@ -89,7 +102,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in, err := wire.FromHTTP(r, s.lim.MaxBodyBytes)
 		inc.Body, inc.BodyErr = in.Body, err
 	}
-	x, f, hidden := s.decide(r.Context(), inc)
+	var f *task.Fault
+	var hidden bool
+	x, f, hidden = s.decide(r.Context(), inc, ModeSidecar, start)
 	switch {
 	case x == nil:
 		http.NotFound(w, r)
@@ -125,7 +140,7 @@ func isPushOp(op task.Operation) bool {
 // decision, lifecycle law. It returns the exchange (nil when no route matches),
 // the fault that refuses the request (nil: allowed), and whether a refused card
 // request must look like a missing agent.
-func (s *Server) decide(ctx context.Context, inc Incoming) (*exchange, *task.Fault, bool) {
+func (s *Server) decide(ctx context.Context, inc Incoming, mode string, start time.Time) (*exchange, *task.Fault, bool) {
 	// writ's own header is never believed from a caller.
 	inc.Header.Del(CallerHeader)
 	rt, rest := s.match(inc.Path)
@@ -179,9 +194,15 @@ func (s *Server) decide(ctx context.Context, inc Incoming) (*exchange, *task.Fau
 		HTTP:                  authz.HTTPInfo{Method: inc.Method, Path: inc.Path, Host: inc.Host, RemoteAddr: inc.RemoteAddr},
 		DefaultClassification: s.cfg.DefaultClassification})
 	d, err := s.engine.Decide(ctx, x.input)
+	ev := DecisionEvent{Time: time.Now(), ID: d.ID, Mode: mode, Route: rt.agent.Name, Operation: req.Operation,
+		Protocol: req.Protocol, Caller: caller, TaskID: req.TaskID, ContextID: x.input.Task.ContextID,
+		Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials, Revision: d.Revision, CacheHit: d.CacheHit,
+		Eval: d.Duration, Latency: time.Since(start)}
 	if err != nil {
 		s.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
+		ev.Error = err.Error()
 	}
+	s.hooks.Decided(ev)
 	x.dec = d
 	if !d.Allow {
 		s.stats.Denied.Add(1)

@@ -82,10 +82,18 @@ func (s *Server) observe(ctx context.Context, x *exchange, events []task.Event) 
 			if err = s.create(ctx, x, ev); err == nil {
 				s.attachPush(ctx, x, ev.TaskID)
 				if created, ok, _ := s.store.Get(ctx, ev.TaskID); ok {
+					s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskCreated, Route: x.rt.agent.Name,
+						TaskID: ev.TaskID, ContextID: created.Task.ContextID, To: created.Task.State})
+					s.artifactEvents(x, task.Record{}, created)
 					s.notify(created)
 				}
 			}
 		case err == nil:
+			s.artifactEvents(x, prev, rec)
+			if rec.Task.State != prev.Task.State {
+				s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskStateChanged, Route: x.rt.agent.Name,
+					TaskID: ev.TaskID, ContextID: rec.Task.ContextID, From: prev.Task.State, To: rec.Task.State})
+			}
 			if x.req.Push != nil && x.req.TaskID == ev.TaskID && !x.pushAttached {
 				s.attachPush(ctx, x, ev.TaskID) // a reply that sets a new config
 				rec, _, _ = s.store.Get(ctx, ev.TaskID)
@@ -98,6 +106,8 @@ func (s *Server) observe(ctx context.Context, x *exchange, events []task.Event) 
 		switch {
 		case errors.As(err, &te):
 			s.stats.Violations.Add(1)
+			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskViolation, Route: x.rt.agent.Name,
+				TaskID: ev.TaskID, ContextID: prev.Task.ContextID, From: te.From, To: te.To})
 			s.log.Warn("protocol violation: the upstream reported an illegal transition; the stored state is kept",
 				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "from", te.From, "to", te.To)
 		case err != nil:
@@ -143,4 +153,18 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) error {
 		_, err = s.store.Apply(ctx, ev.TaskID, ev)
 	}
 	return err
+}
+
+// artifactEvents reports the artifact names rec has that prev had not.
+func (s *Server) artifactEvents(x *exchange, prev, rec task.Record) {
+	had := map[string]bool{}
+	for _, a := range prev.Task.Artifacts {
+		had[a] = true
+	}
+	for _, a := range rec.Task.Artifacts {
+		if !had[a] {
+			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskArtifact, Route: x.rt.agent.Name,
+				TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Artifact: a})
+		}
+	}
 }

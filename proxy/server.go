@@ -34,6 +34,9 @@ type Deps struct {
 	Logger   *slog.Logger
 	// Transport carries upstream requests (default: a tuned http.Transport).
 	Transport http.RoundTripper
+	// Hooks observe decisions, requests and lifecycle events (metrics, the
+	// decision log); nil observes nothing.
+	Hooks Hooks
 	// Push delivers push notifications. With it, writ keeps push configs itself
 	// (stripped from what the agent receives), answers the push-config
 	// operations, and advertises push in the cards it serves; nil leaves push
@@ -53,6 +56,7 @@ type Server struct {
 	lim    wire.Limits
 	// schemes are the security schemes writ itself accepts, for published cards.
 	schemes  []task.SecurityScheme
+	hooks    Hooks
 	notifier Notifier
 	// followers bounds the tasks followed after their request returned.
 	followers chan struct{}
@@ -105,7 +109,10 @@ func New(cfg *config.Config, d Deps) (*Server, error) {
 			return http.ErrUseLastResponse // an upstream redirect goes back to the caller, never followed
 		}},
 		lim:     wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		schemes: acceptedSchemes(cfg), notifier: d.Push, followers: make(chan struct{}, MaxFollowers)}
+		schemes: acceptedSchemes(cfg), notifier: d.Push, hooks: d.Hooks, followers: make(chan struct{}, MaxFollowers)}
+	if s.hooks == nil {
+		s.hooks = nopHooks{}
+	}
 	s.life, s.close = context.WithCancel(context.Background())
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]

@@ -48,6 +48,12 @@ type Config struct {
 	Envoy Envoy `yaml:"envoy"`
 	// Push configures push notifications, which writ handles itself.
 	Push Push `yaml:"push"`
+	// DecisionLog configures the audit stream of decisions and lifecycle events.
+	DecisionLog DecisionLog `yaml:"decision_log"`
+	// Metrics configures the Prometheus metrics on the admin listener.
+	Metrics Metrics `yaml:"metrics"`
+	// AdminPprof serves /debug/pprof on the admin listener (off by default).
+	AdminPprof bool `yaml:"admin_pprof"`
 }
 
 // Envoy configures Envoy mode: the ext_authz v3 servers that make the sidecar's
@@ -208,6 +214,30 @@ type Push struct {
 	MaxConfigsPerOwner int `yaml:"max_configs_per_owner"`
 }
 
+// DecisionLog configures the decision log: one JSON line per decision and per
+// lifecycle event, never message content or credentials.
+type DecisionLog struct {
+	// Output is "stdout" (default), "stderr", "off", or a file path (rotated by size).
+	Output string `yaml:"output"`
+	// MaxSizeMB rotates the file beyond this size (default 100).
+	MaxSizeMB int `yaml:"max_size_mb"`
+	// MaxBackups rotated files are kept (default 5).
+	MaxBackups int `yaml:"max_backups"`
+	// Format is "writ" (default) or "opa" (OPA's decision-log shape, for existing
+	// OPA log pipelines).
+	Format string `yaml:"format"`
+	// Buffer bounds the lines waiting to be written (default 10000); beyond it
+	// lines are dropped and counted, never blocking a request.
+	Buffer int `yaml:"buffer"`
+}
+
+// Metrics configures the Prometheus metrics.
+type Metrics struct {
+	// TenantLabels adds the caller's tenant as a label on decision metrics (off by
+	// default: label cardinality stays bounded).
+	TenantLabels bool `yaml:"tenant_labels"`
+}
+
 // Defaults.
 const (
 	DefaultListen = "127.0.0.1:8080"
@@ -243,6 +273,22 @@ func Parse(raw []byte) (*Config, error) {
 }
 
 func (c *Config) applyDefaults() {
+	dl := &c.DecisionLog
+	if dl.Output == "" {
+		dl.Output = "stdout"
+	}
+	if dl.MaxSizeMB == 0 {
+		dl.MaxSizeMB = 100
+	}
+	if dl.MaxBackups == 0 {
+		dl.MaxBackups = 5
+	}
+	if dl.Format == "" {
+		dl.Format = "writ"
+	}
+	if dl.Buffer == 0 {
+		dl.Buffer = 10000
+	}
 	p := &c.Push
 	if p.Workers == 0 {
 		p.Workers = 4
@@ -361,6 +407,12 @@ func (c *Config) Validate() error {
 		if h == "" || strings.ContainsAny(h, "/@ ") {
 			bad(fmt.Sprintf("push.trusted_hosts[%d]", i), "must be a host name or an IP address, not %q", h)
 		}
+	}
+	if f := c.DecisionLog.Format; f != "writ" && f != "opa" {
+		bad("decision_log.format", "must be writ or opa, not %q", f)
+	}
+	if c.DecisionLog.MaxSizeMB < 0 || c.DecisionLog.MaxBackups < 0 || c.DecisionLog.Buffer < 0 {
+		bad("decision_log", "sizes must be positive")
 	}
 	if c.Lifecycle.MaxTasks < 0 || c.Lifecycle.MaxTasksPerOwner < 0 {
 		bad("lifecycle", "task bounds must be positive")

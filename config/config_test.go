@@ -37,6 +37,9 @@ func TestDefaultsAndRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if c.DecisionLog.Output != "stdout" || c.DecisionLog.Format != "writ" || c.DecisionLog.MaxSizeMB != 100 || c.Metrics.TenantLabels || c.AdminPprof {
+		t.Errorf("decision log / metrics defaults: %+v %+v", c.DecisionLog, c.Metrics)
+	}
 	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 {
 		t.Errorf("push defaults: %+v", c.Push)
 	}
@@ -87,6 +90,7 @@ func TestInvalid(t *testing.T) {
 		"lifecycle.unknown_tasks":  func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
 		"push.trusted_hosts[0]":    func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
 		"push: bounds":             func(s string) string { return s + "push:\n  max_attempts: -1\n" },
+		"decision_log.format":      func(s string) string { return s + "decision_log:\n  format: syslog\n" },
 		"agents: at least one":     func(string) string { return "listen: 127.0.0.1:1\n" },
 	} {
 		_, err := Parse([]byte(mutate(good)))

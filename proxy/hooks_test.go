@@ -17,9 +17,21 @@ type recordingHooks struct {
 	tasks     []TaskEvent
 }
 
-func (r *recordingHooks) Decided(e DecisionEvent) { r.mu.Lock(); r.decisions = append(r.decisions, e); r.mu.Unlock() }
-func (r *recordingHooks) Served(e RequestEvent)   { r.mu.Lock(); r.requests = append(r.requests, e); r.mu.Unlock() }
-func (r *recordingHooks) TaskChanged(e TaskEvent) { r.mu.Lock(); r.tasks = append(r.tasks, e); r.mu.Unlock() }
+func (r *recordingHooks) Decided(e DecisionEvent) {
+	r.mu.Lock()
+	r.decisions = append(r.decisions, e)
+	r.mu.Unlock()
+}
+func (r *recordingHooks) Served(e RequestEvent) {
+	r.mu.Lock()
+	r.requests = append(r.requests, e)
+	r.mu.Unlock()
+}
+func (r *recordingHooks) TaskChanged(e TaskEvent) {
+	r.mu.Lock()
+	r.tasks = append(r.tasks, e)
+	r.mu.Unlock()
+}
 
 // TestHooks: every decision, request and lifecycle event reaches the hooks, with
 // the ids that tie them together.

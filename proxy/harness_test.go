@@ -3,39 +3,32 @@ package proxy
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
-
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/task"
 )
 
 // harness is writ in front of real upstreams on loopback, with a test identity
 // provider that signs real JWTs.
 type harness struct {
-	t      *testing.T
-	px     *Server
-	srv    *httptest.Server
-	store  *task.MemoryStore
-	signer jose.Signer
-	cfg    *config.Config
+	t     *testing.T
+	px    *Server
+	srv   *httptest.Server
+	store *task.MemoryStore
+	idp   *devidp.Provider
+	cfg   *config.Config
 }
 
 const testIssuer = "https://idp.test"
@@ -48,22 +41,12 @@ func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)
 // newHarnessWith is newHarness with push delivery through n.
 func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n Notifier) *harness {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	if err := os.WriteFile(filepath.Join(dir, "jwks.json"), jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1"))
+	idp, err := devidp.New(t.TempDir(), testIssuer, "writ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	yaml := "policies: [../policies]\nlimits: {upstream_timeout: 2s, stream_idle_timeout: 2s}\n" +
-		"identity:\n  jwt:\n    - issuer: " + testIssuer + "\n      audiences: [writ]\n      jwks_file: " + filepath.Join(dir, "jwks.json") + "\n" +
+		"identity:\n  jwt:\n    - issuer: " + testIssuer + "\n      audiences: [writ]\n      jwks_file: " + idp.JWKSFile + "\n" +
 		"agents:\n  - {name: placeholder, upstream: 'http://127.0.0.1:1', max_data_classification: public, security_schemes: [oauth2]}\n"
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
@@ -119,7 +102,7 @@ func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Con
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
-	h := &harness{t: t, px: px, store: store, signer: signer, cfg: cfg}
+	h := &harness{t: t, px: px, store: store, idp: idp, cfg: cfg}
 	h.srv = httptest.NewUnstartedServer(px)
 	h.srv.Listener.Close()
 	h.srv.Listener = ln
@@ -145,20 +128,8 @@ var (
 // token signs a JWT for c, with the RFC 8693 act chain.
 func (h *harness) token(c caller) string {
 	h.t.Helper()
-	claims := map[string]any{"iss": testIssuer, "aud": "writ", "sub": c.user, "tenant": c.tenant,
-		"scope": c.scopes, "exp": time.Now().Add(time.Hour).Unix(), "iat": time.Now().Unix()}
-	if c.class != "" {
-		claims["classification"] = c.class
-	}
-	act := map[string]any{"sub": c.agent}
-	cur := act
-	for i := len(c.chain) - 1; i >= 0; i-- {
-		next := map[string]any{"sub": c.chain[i]}
-		cur["act"] = next
-		cur = next
-	}
-	claims["act"] = act
-	tok, err := jwt.Signed(h.signer).Claims(claims).Serialize()
+	tok, err := h.idp.Token(devidp.Caller{Agent: c.agent, User: c.user, Tenant: c.tenant,
+		Classification: c.class, Scope: c.scopes, Chain: c.chain})
 	if err != nil {
 		h.t.Fatal(err)
 	}

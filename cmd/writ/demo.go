@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -25,12 +22,11 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/policies"
 	"github.com/writ-authz/writ/proxy"
@@ -41,7 +37,6 @@ import (
 const (
 	demoIssuer   = "https://idp.demo.writ"
 	demoAudience = "writ-demo"
-	demoKeyID    = "demo-1"
 )
 
 // demoOptions configure one run of the demo.
@@ -124,7 +119,7 @@ var (
 type demo struct {
 	out      io.Writer
 	dir      string
-	signer   jose.Signer
+	idp      *devidp.Provider
 	agents   map[string]*seedagents.Agent // by route key
 	sc       *sidecar
 	url      string
@@ -251,8 +246,7 @@ func (d *demo) start(ctx context.Context, opt demoOptions) error {
 	if err := d.startReceiver(filepath.Join(policyDir, "data.json")); err != nil {
 		return err
 	}
-	jwksFile := filepath.Join(d.dir, "jwks.json")
-	if err := d.newIdentityProvider(jwksFile); err != nil {
+	if d.idp, err = devidp.New(d.dir, demoIssuer, demoAudience); err != nil {
 		return err
 	}
 	base := &http.Transport{Proxy: nil, MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
@@ -262,7 +256,7 @@ func (d *demo) start(ctx context.Context, opt demoOptions) error {
 	cfg := &config.Config{Listen: listen, Admin: "127.0.0.1:0", Policies: []string{policyDir},
 		Push: config.Push{TrustedHosts: []string{"127.0.0.1"}},
 		Identity: identity.Config{JWT: []identity.IssuerConfig{{Issuer: demoIssuer,
-			Audiences: []string{demoAudience}, JWKSFile: jwksFile, Algorithms: []string{"ES256"}}}}}
+			Audiences: []string{demoAudience}, JWKSFile: d.idp.JWKSFile, Algorithms: []string{"ES256"}}}}}
 	for _, a := range demoAgents {
 		ag, err := a.start(seedagents.WithName(a.name), seedagents.WithLogger(opt.Log))
 		if err != nil {
@@ -331,42 +325,11 @@ func loopbackAddr(addr string) (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// newIdentityProvider generates the demo's ES256 signing key and writes its
-// public half as a JWKS for writ's identity config.
-func (d *demo) newIdentityProvider(jwksFile string) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-		{Key: &key.PublicKey, KeyID: demoKeyID, Algorithm: string(jose.ES256), Use: "sig"}}})
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(jwksFile, jwks, 0o600); err != nil {
-		return err
-	}
-	d.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", demoKeyID))
-	return err
-}
-
 // token signs a JWT for c: sub is the user, act the RFC 8693 delegation chain
 // with c.agent as the current actor and the earlier hops nested inside it.
 func (d *demo) token(c demoCaller) string {
-	now := time.Now()
-	act := map[string]any{"sub": c.agent}
-	cur := act
-	for i := len(c.chain) - 1; i >= 0; i-- {
-		next := map[string]any{"sub": c.chain[i]}
-		cur["act"] = next
-		cur = next
-	}
-	claims := map[string]any{"sub": c.user, "tenant": c.tenant, "scope": "delegate",
-		"classification": string(c.class), "act": act}
-	std := jwt.Claims{Issuer: demoIssuer, Audience: jwt.Audience{demoAudience},
-		IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Hour))}
-	tok, err := jwt.Signed(d.signer).Claims(std).Claims(claims).Serialize()
+	tok, err := d.idp.Token(devidp.Caller{Agent: c.agent, User: c.user, Tenant: c.tenant,
+		Classification: string(c.class), Scope: "delegate", Chain: c.chain})
 	if err != nil {
 		panic(fmt.Sprintf("signing a demo token: %v", err)) // the key is ours; this cannot fail
 	}

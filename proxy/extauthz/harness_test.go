@@ -3,31 +3,25 @@ package extauthz
 import (
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"github.com/go-jose/go-jose/v4"
-	"github.com/go-jose/go-jose/v4/jwt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
@@ -45,7 +39,7 @@ type world struct {
 	ext       *Server
 	client    authv3.AuthorizationClient
 	conn      *grpc.ClientConn
-	signer    jose.Signer
+	idp       *devidp.Provider
 	sanctions *seedagents.Agent
 	logs      *syncBuffer
 }
@@ -69,17 +63,8 @@ func newWorld(t testing.TB, extra string) *world {
 	kyc := start(seedagents.WithName("kyc-refresh-agent"))
 	marketing := start(seedagents.WithName("marketing-copy-agent"))
 
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	jwks, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &key.PublicKey, KeyID: "k1", Algorithm: "ES256", Use: "sig"}}})
-	if err := os.WriteFile(filepath.Join(dir, "jwks.json"), jwks, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if w.signer, err = jose.NewSigner(jose.SigningKey{Algorithm: jose.ES256, Key: key},
-		(&jose.SignerOptions{}).WithType("JWT").WithHeader("kid", "k1")); err != nil {
+	var err error
+	if w.idp, err = devidp.New(t.TempDir(), testIssuer, "writ"); err != nil {
 		t.Fatal(err)
 	}
 	envoy := "envoy: {grpc_listen: '127.0.0.1:0', http_listen: '127.0.0.1:0'}\n"
@@ -102,7 +87,7 @@ agents:
      skills: [{id: refresh, tags: [kyc, compliance]}]}
   - {name: marketing-copy-agent, route: /marketing, upstream: '%s', protocol: a2a, owner: brand,
      max_data_classification: internal, security_schemes: [apikey], skills: [{id: copy, tags: [marketing]}]}
-%s%s`, testIssuer, filepath.Join(dir, "jwks.json"), w.sanctions.URL, kyc.URL, marketing.URL, envoy, extra)
+%s%s`, testIssuer, w.idp.JWKSFile, w.sanctions.URL, kyc.URL, marketing.URL, envoy, extra)
 	if w.cfg, err = config.Parse([]byte(yaml)); err != nil {
 		t.Fatal(err)
 	}
@@ -180,34 +165,22 @@ var investigator = caller{agent: "payments-investigator", user: "u-42", tenant: 
 	scopes: "delegate", chain: []string{"orchestrator"}}
 
 // claims are c's JWT claims, with the RFC 8693 act chain.
-func (c caller) claims() map[string]any {
-	iss, exp := c.issuer, time.Now().Add(time.Hour)
-	if iss == "" {
-		iss = testIssuer
-	}
+func (w *world) claims(c caller) map[string]any {
+	dc := devidp.Caller{Agent: c.agent, User: c.user, Tenant: c.tenant, Classification: c.class, Scope: c.scopes, Chain: c.chain}
 	if c.expired {
-		exp = time.Now().Add(-time.Hour)
+		dc.Expires = time.Now().Add(-time.Hour)
 	}
-	m := map[string]any{"iss": iss, "aud": "writ", "sub": c.user, "tenant": c.tenant, "scope": c.scopes,
-		"exp": float64(exp.Unix()), "iat": float64(time.Now().Unix())}
-	if c.class != "" {
-		m["classification"] = c.class
+	m := w.idp.Claims(dc)
+	if c.issuer != "" {
+		m["iss"] = c.issuer
 	}
-	act := map[string]any{"sub": c.agent}
-	cur := act
-	for i := len(c.chain) - 1; i >= 0; i-- {
-		next := map[string]any{"sub": c.chain[i]}
-		cur["act"] = next
-		cur = next
-	}
-	m["act"] = act
 	return m
 }
 
 // token signs c's claims.
 func (w *world) token(c caller) string {
 	w.t.Helper()
-	tok, err := jwt.Signed(w.signer).Claims(c.claims()).Serialize()
+	tok, err := w.idp.Sign(w.claims(c))
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -185,32 +185,32 @@ func TestJWTAuthn(t *testing.T) {
 	untrusted.issuer = "https://idp.evil"
 
 	// Trusted: no bearer token needed (jwt_authn may have consumed it).
-	if agent, method := upstreamCaller(t, w.check(withClaims(post("/", "", sendBody("x")), trusted.claims()))); agent != "payments-investigator" || method != "jwt" {
+	if agent, method := upstreamCaller(t, w.check(withClaims(post("/", "", sendBody("x")), w.claims(trusted)))); agent != "payments-investigator" || method != "jwt" {
 		t.Errorf("trusted claims: %q %q", agent, method)
 	}
 	// Untrusted and no bearer: anonymous, 401.
-	if got := asAnswer(w.check(withClaims(post("/", "", sendBody("x")), untrusted.claims()))); got == nil || got.status != 401 {
+	if got := asAnswer(w.check(withClaims(post("/", "", sendBody("x")), w.claims(untrusted)))); got == nil || got.status != 401 {
 		t.Errorf("untrusted claims: %+v", got)
 	}
 	// Untrusted claims beside a bearer: the bearer decides, as if they were absent.
 	deep := caller{agent: "x", tenant: "wholesale", scopes: "delegate", chain: []string{"a", "b", "c", "d"}}
-	got := asAnswer(w.check(withClaims(post("/", w.token(deep), sendBody("x")), untrusted.claims())))
+	got := asAnswer(w.check(withClaims(post("/", w.token(deep), sendBody("x")), w.claims(untrusted))))
 	if got == nil || !slices.Contains(reasons(got.body), "DEPTH_EXCEEDED") {
 		t.Errorf("untrusted claims beside a bearer: %+v", got)
 	}
 	// A trusted claim set that fails its checks is anonymous, never the bearer.
 	expired := trusted
 	expired.expired = true
-	if got := asAnswer(w.check(withClaims(post("/", w.token(investigator), sendBody("x")), expired.claims()))); got == nil || got.status != 401 {
+	if got := asAnswer(w.check(withClaims(post("/", w.token(investigator), sendBody("x")), w.claims(expired)))); got == nil || got.status != 401 {
 		t.Errorf("expired trusted claims: %+v", got)
 	}
 	// Two trusted claim sets: writ cannot tell which speaks; anonymous.
-	if got := asAnswer(w.check(withClaims(post("/", "", sendBody("x")), trusted.claims(), trusted.claims()))); got == nil || got.status != 401 {
+	if got := asAnswer(w.check(withClaims(post("/", "", sendBody("x")), w.claims(trusted), w.claims(trusted)))); got == nil || got.status != 401 {
 		t.Errorf("two trusted claim sets: %+v", got)
 	}
 	// Without jwt_authn configured, the metadata is never read.
 	plain := newWorld(t, "")
-	if got := asAnswer(plain.check(withClaims(post("/", "", sendBody("x")), trusted.claims()))); got == nil || got.status != 401 {
+	if got := asAnswer(plain.check(withClaims(post("/", "", sendBody("x")), w.claims(trusted)))); got == nil || got.status != 401 {
 		t.Errorf("jwt_authn off: %+v", got)
 	}
 }

@@ -173,48 +173,37 @@ func RenderNotification(t *task.Task, version string) (contentType string, body 
 // for following a task after its request returned; get is the internal request it
 // stands for (to parse the answer with).
 func GetTaskRequest(req *task.Request, taskID string) (method, path string, body []byte, get *task.Request) {
-	get = &task.Request{Operation: task.OpGet, TaskID: taskID, Tenant: req.Tenant,
-		Protocol: task.Protocol{Name: ProtocolName, Version: req.Protocol.Version, Binding: req.Protocol.Binding}}
-	if req.Protocol.Binding == task.BindingREST {
-		get.Protocol.Method = "GET /tasks/{id}"
-		path = "/tasks/" + url.PathEscape(taskID)
-		if req.Protocol.Version == V03 {
-			get.Protocol.Method, path = "GET /v1/tasks/{id}", "/v1"+path
-		} else if req.Tenant != "" {
-			path = "/" + url.PathEscape(req.Tenant) + path
-		}
-		return http.MethodGet, path, nil, get
-	}
-	rpc := "tasks/get"
-	if req.Protocol.Version == V10 {
-		rpc = "GetTask"
-	}
-	get.Protocol.Method, get.RPCID = rpc, json.RawMessage(`"writ-follow"`)
-	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
-	return http.MethodPost, "/", body, get
+	return followRequest(req, taskID, task.OpGet, http.MethodGet, "", "tasks/get", "GetTask")
 }
 
 // SubscribeRequest renders a subscribe request in the version and binding of req
 // (tasks/resubscribe, SubscribeToTask, POST /tasks/{id}:subscribe), for following
 // a task on an agent that streams; sub is the internal request it stands for.
 func SubscribeRequest(req *task.Request, taskID string) (method, path string, body []byte, sub *task.Request) {
-	sub = &task.Request{Operation: task.OpSubscribe, TaskID: taskID, Tenant: req.Tenant,
+	return followRequest(req, taskID, task.OpSubscribe, http.MethodPost, ":subscribe", "tasks/resubscribe", "SubscribeToTask")
+}
+
+// followRequest renders writ's own request about one task: over REST the verb
+// on /tasks/{id}<suffix> (under /v1 in 0.3, under the tenant in 1.0), over
+// JSON-RPC the version's method with {"id": taskID}.
+func followRequest(req *task.Request, taskID string, op task.Operation, verb, suffix, rpc03, rpc10 string) (string, string, []byte, *task.Request) {
+	out := &task.Request{Operation: op, TaskID: taskID, Tenant: req.Tenant,
 		Protocol: task.Protocol{Name: ProtocolName, Version: req.Protocol.Version, Binding: req.Protocol.Binding}}
 	if req.Protocol.Binding == task.BindingREST {
-		sub.Protocol.Method = "POST /tasks/{id}:subscribe"
-		path = "/tasks/" + url.PathEscape(taskID) + ":subscribe"
+		template, path := "/tasks/{id}"+suffix, "/tasks/"+url.PathEscape(taskID)+suffix
 		if req.Protocol.Version == V03 {
-			sub.Protocol.Method, path = "POST /v1/tasks/{id}:subscribe", "/v1"+path
+			template, path = "/v1"+template, "/v1"+path
 		} else if req.Tenant != "" {
-			path = "/" + url.PathEscape(req.Tenant) + path
+			template, path = "/{tenant}"+template, "/"+url.PathEscape(req.Tenant)+path
 		}
-		return http.MethodPost, path, nil, sub
+		out.Protocol.Method = verb + " " + template
+		return verb, path, nil, out
 	}
-	rpc := "tasks/resubscribe"
+	rpc := rpc03
 	if req.Protocol.Version == V10 {
-		rpc = "SubscribeToTask"
+		rpc = rpc10
 	}
-	sub.Protocol.Method, sub.RPCID = rpc, json.RawMessage(`"writ-follow"`)
-	body, _ = json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
-	return http.MethodPost, "/", body, sub
+	out.Protocol.Method, out.RPCID = rpc, json.RawMessage(`"writ-follow"`)
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
+	return http.MethodPost, "/", body, out
 }

@@ -2,6 +2,7 @@ package a2a
 
 import (
 	"encoding/json"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"sort"
@@ -118,5 +119,24 @@ func TestRenderNotification(t *testing.T) {
 	ct, body, err = RenderNotification(tk, V03)
 	if err != nil || ct != "application/json" || !strings.Contains(string(body), `"state":"input-required"`) || !strings.Contains(string(body), `"kind":"task"`) {
 		t.Fatalf("0.3: %s %s %v", ct, body, err)
+	}
+}
+
+// TestFollowRequests: writ's own get and subscribe requests parse back, through
+// the adapter, into the operation they stand for, in every version and binding.
+func TestFollowRequests(t *testing.T) {
+	for _, c := range []struct{ version, binding, tenant string }{
+		{V03, "jsonrpc", ""}, {V10, "jsonrpc", ""}, {V03, "rest", ""}, {V10, "rest", ""}, {V10, "rest", "wholesale"},
+	} {
+		req := &task.Request{Tenant: c.tenant, Protocol: task.Protocol{Version: c.version, Binding: task.Binding(c.binding)}}
+		for _, render := range []func(*task.Request, string) (string, string, []byte, *task.Request){GetTaskRequest, SubscribeRequest} {
+			method, path, body, want := render(req, "t-1")
+			h := http.Header{}
+			h.Set(VersionHeader, c.version)
+			got, f := Parse(wire.Inbound{Method: method, Path: path, Header: h, Body: body}, Options{})
+			if f != nil || got.Operation != want.Operation || got.TaskID != "t-1" || got.Tenant != c.tenant || got.Protocol.Method != want.Protocol.Method {
+				t.Errorf("%+v: %s %s %s → %+v %v (want %+v)", c, method, path, body, got, f, want.Protocol)
+			}
+		}
 	}
 }

@@ -1,0 +1,442 @@
+package decisionlog
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/task"
+)
+
+// The values of a line's "type". The task kinds are proxy's TaskEvent kinds.
+const (
+	TypeDecision              = "decision"
+	TypeTaskCreated           = proxy.TaskCreated
+	TypeTaskStateChanged      = proxy.TaskStateChanged
+	TypeTaskArtifact          = proxy.TaskArtifact
+	TypeTaskProtocolViolation = proxy.TaskViolation
+	TypePushAttempt           = "push_attempt"
+	TypePushDelivered         = "push_delivered"
+	TypePushFailed            = "push_failed"
+)
+
+// OPAPath is the "path" of decision lines in the OPA format.
+const OPAPath = "writ/authz/decision"
+
+// Line is one line of the writ format, decoded: readers (writ report) unmarshal
+// each line into it. Keys are omitted when empty, except that decision lines
+// always carry allow and caller (with caller.authenticated) and push lines
+// always carry push.delivered.
+type Line struct {
+	Time           time.Time     `json:"time"`
+	Type           string        `json:"type"`
+	DecisionID     string        `json:"decision_id,omitempty"`
+	Mode           string        `json:"mode,omitempty"`
+	Route          string        `json:"route,omitempty"`
+	Operation      string        `json:"operation,omitempty"`
+	Protocol       string        `json:"protocol,omitempty"`
+	Caller         *LineCaller   `json:"caller,omitempty"`
+	TaskID         string        `json:"task_id,omitempty"`
+	ContextID      string        `json:"context_id,omitempty"`
+	Allow          bool          `json:"allow,omitempty"`
+	DryRun         bool          `json:"dry_run,omitempty"`
+	Denials        []task.Denial `json:"denials,omitempty"`
+	PolicyRevision string        `json:"policy_revision,omitempty"`
+	CacheHit       bool          `json:"cache_hit,omitempty"`
+	LatencyMS      float64       `json:"latency_ms,omitempty"`
+	EvalMS         float64       `json:"eval_ms,omitempty"`
+	Error          string        `json:"error,omitempty"`
+	From           string        `json:"from,omitempty"`
+	To             string        `json:"to,omitempty"`
+	Artifact       string        `json:"artifact,omitempty"`
+	Push           *LinePush     `json:"push,omitempty"`
+}
+
+// LineCaller is the caller of a decision line: who, never their credentials or
+// claims.
+type LineCaller struct {
+	Authenticated bool     `json:"authenticated"`
+	Method        string   `json:"method,omitempty"`
+	Issuer        string   `json:"issuer,omitempty"`
+	AgentID       string   `json:"agent_id,omitempty"`
+	UserID        string   `json:"user_id,omitempty"`
+	Tenant        string   `json:"tenant,omitempty"`
+	Chain         []string `json:"chain,omitempty"`
+}
+
+// LinePush is the delivery of a push line: the callback's host only, never its
+// path, query, token or credentials.
+type LinePush struct {
+	Host      string `json:"host,omitempty"`
+	Attempt   int    `json:"attempt,omitempty"`
+	Status    int    `json:"status,omitempty"`
+	Delivered bool   `json:"delivered"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// enc appends one JSON value to b; comma says whether the next key or array
+// element needs a separator.
+type enc struct {
+	b     []byte
+	comma bool
+}
+
+func (e *enc) begin() { e.b = append(e.b, '{'); e.comma = false }
+func (e *enc) end()   { e.b = append(e.b, '}'); e.comma = true }
+
+// key writes "k": — keys are constant ASCII and need no escaping.
+func (e *enc) key(k string) {
+	if e.comma {
+		e.b = append(e.b, ',')
+	}
+	e.b = append(e.b, '"')
+	e.b = append(e.b, k...)
+	e.b = append(e.b, '"', ':')
+	e.comma = true
+}
+
+func (e *enc) str(k, v string) {
+	if v != "" {
+		e.key(k)
+		e.b = appendString(e.b, v)
+	}
+}
+
+func (e *enc) boolean(k string, v bool) {
+	e.key(k)
+	e.b = strconv.AppendBool(e.b, v)
+}
+
+func (e *enc) trueOnly(k string, v bool) {
+	if v {
+		e.boolean(k, true)
+	}
+}
+
+func (e *enc) integer(k string, v int64) {
+	if v != 0 {
+		e.key(k)
+		e.b = strconv.AppendInt(e.b, v, 10)
+	}
+}
+
+// millis writes a duration in milliseconds, as a float.
+func (e *enc) millis(k string, d time.Duration) {
+	if d != 0 {
+		e.key(k)
+		e.b = strconv.AppendFloat(e.b, float64(d)/float64(time.Millisecond), 'f', -1, 64)
+	}
+}
+
+func (e *enc) time(k string, t time.Time) {
+	e.key(k)
+	e.b = append(e.b, '"')
+	e.b = t.UTC().AppendFormat(e.b, time.RFC3339Nano)
+	e.b = append(e.b, '"')
+}
+
+func (e *enc) strings(k string, v []string) {
+	if len(v) == 0 {
+		return
+	}
+	e.key(k)
+	e.b = append(e.b, '[')
+	for i, s := range v {
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.b = appendString(e.b, s)
+	}
+	e.b = append(e.b, ']')
+}
+
+func (e *enc) denials(k string, v []task.Denial) {
+	if len(v) == 0 {
+		return
+	}
+	e.key(k)
+	e.b = append(e.b, '[')
+	for i := range v {
+		if i > 0 {
+			e.b = append(e.b, ',')
+		}
+		e.begin()
+		e.str("code", v[i].Code)
+		e.str("reason", v[i].Reason)
+		e.end()
+	}
+	e.b = append(e.b, ']')
+}
+
+// caller writes the caller fields of the schema and nothing else: Claims,
+// Scopes and the rest of identity.Caller stay out of the log.
+func (e *enc) caller(k string, c *identity.Caller) {
+	e.key(k)
+	e.begin()
+	e.boolean("authenticated", c.Authenticated)
+	e.str("method", c.Method)
+	e.str("issuer", c.Issuer)
+	e.str("agent_id", c.AgentID)
+	e.str("user_id", c.UserID)
+	e.str("tenant", c.Tenant)
+	e.strings("chain", c.Chain)
+	e.end()
+}
+
+// protocol writes "name/version/binding", trailing empty parts left off
+// ("a2a/1.0/jsonrpc", "writ").
+func (e *enc) protocol(k string, p task.Protocol) {
+	if p.Name == "" && p.Version == "" && p.Binding == "" {
+		return
+	}
+	e.key(k)
+	e.b = append(e.b, '"')
+	e.b = appendEscaped(e.b, p.Name)
+	if p.Version != "" || p.Binding != "" {
+		e.b = append(e.b, '/')
+		e.b = appendEscaped(e.b, p.Version)
+	}
+	if p.Binding != "" {
+		e.b = append(e.b, '/')
+		e.b = appendEscaped(e.b, string(p.Binding))
+	}
+	e.b = append(e.b, '"')
+}
+
+// appendDecision writes a decision line in the writ format.
+func appendDecision(b []byte, d *proxy.DecisionEvent) []byte {
+	e := enc{b: b}
+	e.begin()
+	e.time("time", d.Time)
+	e.str("type", TypeDecision)
+	e.str("decision_id", d.ID)
+	e.str("mode", d.Mode)
+	e.str("route", d.Route)
+	e.str("operation", string(d.Operation))
+	e.protocol("protocol", d.Protocol)
+	e.caller("caller", &d.Caller)
+	e.str("task_id", d.TaskID)
+	e.str("context_id", d.ContextID)
+	e.boolean("allow", d.Allow)
+	e.trueOnly("dry_run", d.DryRun)
+	e.denials("denials", d.Denials)
+	e.str("policy_revision", d.Revision)
+	e.trueOnly("cache_hit", d.CacheHit)
+	e.millis("latency_ms", d.Latency)
+	e.millis("eval_ms", d.Eval)
+	e.str("error", d.Error)
+	e.end()
+	return append(e.b, '\n')
+}
+
+// appendOPA writes a decision line in OPA's decision-log event shape
+// (plugins/logs EventV1): what the decision was about is its input, allow and
+// denials its result; durations are OPA's timer metrics in nanoseconds; the
+// policy revision is given both as the deprecated top-level revision and as the
+// "writ" bundle's revision.
+func appendOPA(b []byte, d *proxy.DecisionEvent) []byte {
+	e := enc{b: b}
+	e.begin()
+	e.str("decision_id", d.ID)
+	e.time("timestamp", d.Time)
+	e.str("path", OPAPath)
+
+	e.key("input")
+	e.begin()
+	e.str("mode", d.Mode)
+	e.str("route", d.Route)
+	e.str("operation", string(d.Operation))
+	e.protocol("protocol", d.Protocol)
+	e.caller("caller", &d.Caller)
+	e.str("task_id", d.TaskID)
+	e.str("context_id", d.ContextID)
+	e.end()
+
+	e.key("result")
+	e.begin()
+	e.boolean("allow", d.Allow)
+	e.denials("denials", d.Denials)
+	e.end()
+
+	e.key("labels")
+	e.begin()
+	e.str("app", "writ")
+	e.end()
+
+	if d.Eval != 0 || d.Latency != 0 {
+		e.key("metrics")
+		e.begin()
+		e.integer("timer_rego_query_eval_ns", int64(d.Eval))
+		e.integer("timer_server_handler_ns", int64(d.Latency))
+		e.end()
+	}
+	if d.Revision != "" {
+		e.str("revision", d.Revision)
+		e.key("bundles")
+		e.begin()
+		e.key("writ")
+		e.begin()
+		e.str("revision", d.Revision)
+		e.end()
+		e.end()
+	}
+	if d.Error != "" {
+		// OPA's errors are {"code", "message"}; internal_error is its code for
+		// a failed evaluation.
+		e.key("error")
+		e.begin()
+		e.str("code", "internal_error")
+		e.str("message", d.Error)
+		e.end()
+	}
+	if d.DryRun || d.CacheHit {
+		e.key("custom")
+		e.begin()
+		e.trueOnly("dry_run", d.DryRun)
+		e.trueOnly("cache_hit", d.CacheHit)
+		e.end()
+	}
+	e.end()
+	return append(e.b, '\n')
+}
+
+// appendTask writes a lifecycle line.
+func appendTask(b []byte, t *proxy.TaskEvent) []byte {
+	e := enc{b: b}
+	e.begin()
+	e.time("time", t.Time)
+	e.str("type", t.Kind)
+	e.str("route", t.Route)
+	e.str("task_id", t.TaskID)
+	e.str("context_id", t.ContextID)
+	e.str("from", string(t.From))
+	e.str("to", string(t.To))
+	e.str("artifact", t.Artifact)
+	e.end()
+	return append(e.b, '\n')
+}
+
+// appendPush writes a push line: the callback's host, never its URL, token or
+// credentials, and a stable reason instead of the error text.
+func appendPush(b []byte, typ string, at time.Time, r *push.Result) []byte {
+	e := enc{b: b}
+	e.begin()
+	e.time("time", at)
+	e.str("type", typ)
+	e.str("task_id", r.N.TaskID)
+	e.str("context_id", r.N.ContextID)
+	e.key("push")
+	e.begin()
+	e.str("host", hostOf(r.N.URL))
+	e.integer("attempt", int64(r.Attempts))
+	e.integer("status", int64(r.Status))
+	e.boolean("delivered", r.Delivered)
+	if !r.Delivered {
+		e.str("reason", reasonOf(r))
+	}
+	e.end()
+	e.end()
+	return append(e.b, '\n')
+}
+
+// hostOf is the host[:port] of a callback URL; userinfo, path and query are
+// left out.
+func hostOf(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return "(unparseable)"
+	}
+	return u.Host
+}
+
+// reasonOf is a short, stable reason for a failed delivery attempt, as the
+// push package logs it.
+func reasonOf(r *push.Result) string {
+	var refused *push.RefusedError
+	var status *push.StatusError
+	var netErr net.Error
+	switch {
+	case errors.As(r.Err, &refused):
+		return "refused:" + refused.Reason
+	case errors.As(r.Err, &status):
+		return "status_" + strconv.Itoa(status.Code)
+	case errors.Is(r.Err, push.ErrClosed):
+		return "closed"
+	case errors.Is(r.Err, push.ErrResponseTooLarge):
+		return "response_too_large"
+	case errors.Is(r.Err, context.DeadlineExceeded), errors.As(r.Err, &netErr) && netErr.Timeout():
+		return "timeout"
+	case r.Err != nil:
+		return "connection"
+	case r.Status != 0:
+		return "status_" + strconv.Itoa(r.Status)
+	}
+	return "unknown"
+}
+
+const hex = "0123456789abcdef"
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	b = appendEscaped(b, s)
+	return append(b, '"')
+}
+
+// appendEscaped appends s JSON-escaped, without quotes: invalid UTF-8 becomes
+// U+FFFD, control characters and U+2028/U+2029 are escaped.
+func appendEscaped(b []byte, s string) []byte {
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(b, s[start:]...)
+}

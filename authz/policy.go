@@ -55,6 +55,11 @@ type LoadOptions struct {
 // policyFiles is the loader filter: it keeps .rego, .json and .yaml files (it
 // returns true for what to skip).
 func policyFiles(abspath string, info fs.FileInfo, _ int) bool {
+	if strings.HasPrefix(info.Name(), "..") {
+		// Kubernetes mounts a ConfigMap as ..data and ..<timestamp> beside links
+		// to them: load each file once, through its link.
+		return true
+	}
 	if info.IsDir() {
 		return false
 	}
@@ -107,6 +112,10 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 		if err != nil {
 			return nil, err
 		}
+		if ctx.Err() != nil {
+			// A cancelled run reports no failures: it is not a passing one.
+			return nil, fmt.Errorf("policy tests did not finish: %w", ctx.Err())
+		}
 	}
 	opts := []func(*rego.Rego){rego.Query(opt.Query), rego.Store(store), rego.SetRegoVersion(ast.RegoV1)}
 	for path, m := range res.Modules {
@@ -130,6 +139,12 @@ func revisionOf(paths []string) (string, []string, error) {
 		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return err
+			}
+			if path != root && strings.HasPrefix(d.Name(), "..") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			switch filepath.Ext(path) {
 			case ".rego", ".json", ".yaml", ".yml":

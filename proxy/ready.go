@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"time"
+
+	"github.com/writ-authz/writ/adapters/a2a"
 )
 
 // Ready reports whether every routed agent answers: an A2A agent serves its card,
@@ -30,7 +32,15 @@ func (s *Server) Ready(ctx context.Context) error {
 			}
 			continue
 		}
-		if _, _, err := rt.cards.get(ctx); err != nil {
+		// Fresh, not from the card cache: a cached card would keep an agent that
+		// went down looking ready.
+		var err error
+		for _, path := range []string{a2a.CardPath, a2a.LegacyCardPath} {
+			if _, err = rt.cards.fetch(ctx, path); err == nil {
+				break
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("%s: its card is unavailable: %w", rt.agent.Name, err)
 		}
 	}

@@ -1,0 +1,328 @@
+// Package admin is writ's admin API, served on its own listener (loopback by
+// default): liveness and readiness for orchestrators, the live policy and its
+// reloads, the lifecycle record of one task for operators, and optionally
+// Prometheus metrics and pprof.
+//
+// Routes (anything else is 404, a known path with the wrong method 405):
+//
+//	GET  /healthz            200 "ok" while the process lives
+//	GET  /readyz             200 when a policy is loaded and Deps.Ready passes, else 503 with the reason
+//	GET  /v1/policy          the live policy: revision, files, load time, test counts, last reload
+//	POST /v1/policy/reload   reload now: 200 with the new revision, or 422 while the old one keeps serving
+//	GET  /v1/tasks/{id}      the task's lifecycle record (never message content, push tokens or credentials)
+//	GET  /metrics            Deps.Metrics, when set
+//	     /debug/pprof/...    net/http/pprof, only when Deps.Pprof
+//
+// State-changing requests that a browser marks as cross-origin are refused (403):
+// a web page open on an operator's machine cannot make it reload the policy.
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"net/url"
+	"time"
+
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/task"
+)
+
+// Deps are what the admin API reads and drives. Every field is optional: a
+// missing Engine makes the process not ready, a missing Reloader or Store makes
+// its routes answer 503.
+type Deps struct {
+	// Engine serves the live policy.
+	Engine *authz.Engine
+	// Reloader reloads the policy (POST /v1/policy/reload) and remembers the
+	// last attempt (GET /v1/policy).
+	Reloader *authz.Reloader
+	// Store holds the task lifecycle records (GET /v1/tasks/{id}).
+	Store task.Store
+	// Ready is the readiness check beyond a loaded policy (the wiring passes one
+	// that fetches each upstream's card); nil means ready once the policy is
+	// loaded. It gets at most ReadyTimeout.
+	Ready func(ctx context.Context) error
+	// Metrics is mounted at GET /metrics when set.
+	Metrics http.Handler
+	// Pprof serves /debug/pprof/ and its sub-handlers when true.
+	Pprof bool
+	// Logger records reloads asked for through the API and store failures
+	// (default slog.Default()).
+	Logger *slog.Logger
+}
+
+// ReadyTimeout bounds one Deps.Ready call; a slower check answers 503. Set
+// readiness probe timeouts above it.
+const ReadyTimeout = 5 * time.Second
+
+// New returns the admin API handler.
+func New(d Deps) http.Handler {
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	a := &api{d: d}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", a.healthz)
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("GET /v1/policy", a.policy)
+	mux.HandleFunc("POST /v1/policy/reload", a.reload)
+	mux.HandleFunc("GET /v1/tasks/{id}", a.task)
+	if d.Metrics != nil {
+		mux.Handle("GET /metrics", d.Metrics)
+	}
+	if d.Pprof {
+		// pprof.Index also serves every named profile (heap, goroutine, …)
+		// below /debug/pprof/.
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
+	return http.NewCrossOriginProtection().Handler(mux)
+}
+
+// api holds the handlers' dependencies.
+type api struct{ d Deps }
+
+func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "ok\n")
+}
+
+func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	p := a.livePolicy()
+	if p == nil {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "not ready: no policy loaded\n")
+		return
+	}
+	if a.d.Ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
+		defer cancel()
+		if err := a.d.Ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: %v\n", err)
+			return
+		}
+	}
+	fmt.Fprintf(w, "ready: policy revision %s\n", p.Revision)
+}
+
+// livePolicy is the policy serving now, or nil.
+func (a *api) livePolicy() *authz.Policy {
+	if a.d.Engine == nil {
+		return nil
+	}
+	return a.d.Engine.Policy()
+}
+
+// PolicyStatus is the answer of GET /v1/policy.
+type PolicyStatus struct {
+	// Revision identifies the live policy set (a hash of its files).
+	Revision string `json:"revision"`
+	// Files are the policy and data files it was loaded from.
+	Files []string `json:"files"`
+	// Loaded is when the live set was loaded.
+	Loaded time.Time `json:"loaded"`
+	// Tests counts the set's own Rego tests at load.
+	Tests PolicyTests `json:"tests"`
+	// LastReload is the latest reload attempt (the initial load until one
+	// happens); absent without a reloader.
+	LastReload *authz.ReloadResult `json:"last_reload,omitempty"`
+	// Reloads counts reload attempts since the start; absent without a reloader.
+	Reloads *ReloadCounts `json:"reloads,omitempty"`
+}
+
+// PolicyTests counts a policy set's own Rego tests.
+type PolicyTests struct {
+	// Passed, Failed and Errored count the tests by outcome (a set loads only
+	// with none failed or errored).
+	Passed  int `json:"passed"`
+	Failed  int `json:"failed"`
+	Errored int `json:"errored"`
+}
+
+// ReloadCounts counts reload attempts by outcome.
+type ReloadCounts struct {
+	// OK counts reloads that loaded (a changed or an unchanged revision);
+	// Failed counts refused ones.
+	OK     uint64 `json:"ok"`
+	Failed uint64 `json:"failed"`
+}
+
+func (a *api) policy(w http.ResponseWriter, _ *http.Request) {
+	p := a.livePolicy()
+	if p == nil {
+		writeError(w, http.StatusServiceUnavailable, "no policy loaded")
+		return
+	}
+	st := PolicyStatus{Revision: p.Revision, Files: p.Files, Loaded: p.Loaded,
+		Tests: PolicyTests{Passed: p.Tests.Passed, Failed: p.Tests.Failed, Errored: p.Tests.Errored}}
+	if st.Files == nil {
+		st.Files = []string{}
+	}
+	if rl := a.d.Reloader; rl != nil {
+		last := rl.Last()
+		ok, failed := rl.Counts()
+		st.LastReload, st.Reloads = &last, &ReloadCounts{OK: ok, Failed: failed}
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// ReloadAnswer is the answer of POST /v1/policy/reload.
+type ReloadAnswer struct {
+	// OK reports whether the policy files loaded, compiled and passed their tests.
+	OK bool `json:"ok"`
+	// Revision is the revision serving after the attempt: the new one, or on
+	// failure the old one, which keeps serving.
+	Revision string `json:"revision"`
+	// Previous is the revision that served before the attempt.
+	Previous string `json:"previous_revision"`
+	// Changed reports whether a new revision was swapped in.
+	Changed bool `json:"changed"`
+	// Error says why a reload was refused.
+	Error string `json:"error,omitempty"`
+}
+
+func (a *api) reload(w http.ResponseWriter, r *http.Request) {
+	if a.d.Reloader == nil || a.d.Engine == nil {
+		writeError(w, http.StatusServiceUnavailable, "policy reload is not available")
+		return
+	}
+	prev := ""
+	if p := a.livePolicy(); p != nil {
+		prev = p.Revision
+	}
+	a.d.Logger.Info("policy reload requested through the admin API", "remote", r.RemoteAddr)
+	// A reload is all-or-nothing; a client that hangs up does not abandon it.
+	err := a.d.Reloader.Reload(context.WithoutCancel(r.Context()))
+	ans := ReloadAnswer{OK: err == nil, Previous: prev}
+	if p := a.livePolicy(); p != nil {
+		ans.Revision = p.Revision
+	}
+	ans.Changed = ans.Revision != prev
+	if err != nil {
+		ans.Error = err.Error()
+		writeJSON(w, http.StatusUnprocessableEntity, ans)
+		return
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// TaskView is the answer of GET /v1/tasks/{id}: a task's lifecycle record for
+// operators. It is built field by field from the record, so message content,
+// push tokens and credentials cannot appear in it.
+type TaskView struct {
+	// ID is the task id.
+	ID string `json:"id"`
+	// ContextID groups the tasks of one investigation.
+	ContextID string `json:"context_id"`
+	// State is the lifecycle state in writ's vocabulary.
+	State task.State `json:"state"`
+	// Terminal reports whether no transition may leave State.
+	Terminal bool `json:"terminal"`
+	// Agent is the protected agent (route) the task runs on.
+	Agent string `json:"agent"`
+	// Protocol and Version are those of the request that created the task.
+	Protocol string `json:"protocol"`
+	Version  string `json:"version"`
+	// Owner is the caller who created the task.
+	Owner task.Owner `json:"owner"`
+	// Chain is the delegation chain that led to the task, oldest hop first.
+	Chain []string `json:"delegation_chain"`
+	// Classification is the task's data classification.
+	Classification task.Level `json:"data_classification,omitempty"`
+	// Artifacts names the artifacts the task produced, in order.
+	Artifacts []string `json:"artifacts"`
+	// Created and Updated are when the record was created and last changed.
+	Created time.Time `json:"created"`
+	Updated time.Time `json:"updated"`
+	// Violations counts the illegal transitions the upstream reported.
+	Violations int `json:"violations"`
+	// Push lists the task's push configs, secrets left out.
+	Push []PushView `json:"push_configs"`
+}
+
+// PushView is one push config as operators see it: its id, the receiver's host
+// and the auth scheme. The full URL (its path or query may carry a secret), the
+// token and the credentials are never shown.
+type PushView struct {
+	// ID is the config's id.
+	ID string `json:"id"`
+	// Host is the receiver's host (and port).
+	Host string `json:"host"`
+	// AuthScheme is the scheme the receiver expects (e.g. Bearer).
+	AuthScheme string `json:"auth_scheme,omitempty"`
+}
+
+// NewTaskView renders a record for operators.
+func NewTaskView(rec task.Record) TaskView {
+	t := rec.Task
+	v := TaskView{ID: t.ID, ContextID: t.ContextID, State: t.State, Terminal: t.State.Terminal(),
+		Agent: rec.Agent, Protocol: rec.Protocol, Version: rec.Version, Owner: t.Owner,
+		Chain: nonNil(t.Chain), Classification: t.Classification, Artifacts: nonNil(t.Artifacts),
+		Created: rec.Created, Updated: rec.Updated, Violations: rec.Violations, Push: []PushView{}}
+	for _, p := range rec.Push {
+		v.Push = append(v.Push, PushView{ID: p.ID, Host: hostOf(p.URL), AuthScheme: p.AuthScheme})
+	}
+	return v
+}
+
+func (a *api) task(w http.ResponseWriter, r *http.Request) {
+	if a.d.Store == nil {
+		writeError(w, http.StatusServiceUnavailable, "no task store")
+		return
+	}
+	id := r.PathValue("id")
+	rec, ok, err := a.d.Store.Get(r.Context(), id)
+	switch {
+	case errors.Is(err, task.ErrNotFound) || (err == nil && !ok):
+		writeError(w, http.StatusNotFound, "task not found")
+	case err != nil:
+		a.d.Logger.Error("admin: reading the task store", "task_id", id, "error", err)
+		writeError(w, http.StatusInternalServerError, "task store failed")
+	default:
+		writeJSON(w, http.StatusOK, NewTaskView(rec))
+	}
+}
+
+// hostOf is the host (and port) of a URL; never its user info, path or query.
+func hostOf(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return ""
+	}
+	return u.Host
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

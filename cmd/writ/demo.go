@@ -47,6 +47,9 @@ type demoOptions struct {
 	Serve bool
 	// Log receives writ's and the agents' logs (default: discarded).
 	Log *slog.Logger
+	// DecisionLog is where writ writes its decision log (default: a file in the
+	// demo's temp dir, removed at the end).
+	DecisionLog string
 }
 
 // demoCmd runs `writ demo [-serve] [-listen 127.0.0.1:0]`.
@@ -55,13 +58,14 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	serve := fs.Bool("serve", false, "keep writ and the agents running after the scenario (until Ctrl-C)")
 	listen := fs.String("listen", "127.0.0.1:0", "writ's address (loopback only; port 0 picks a free port)")
+	decisions := fs.String("decision-log", "writ-demo-decisions.jsonl", "where writ writes the demo's decision log (render it with writ report)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	if err := runDemo(ctx, stdout, demoOptions{Listen: *listen, Serve: *serve, Log: log}); err != nil {
+	if err := runDemo(ctx, stdout, demoOptions{Listen: *listen, Serve: *serve, Log: log, DecisionLog: *decisions}); err != nil {
 		fmt.Fprintf(stderr, "writ demo: %v\n", err)
 		return 1
 	}
@@ -129,6 +133,9 @@ type demo struct {
 
 	// Carried between steps.
 	streamedTask a2a.TaskID // the finished sanctions task of step 3
+
+	// decisions is the decision log file.
+	decisions string
 
 	// receiver records the push notifications writ delivers.
 	receiver *http.Server
@@ -209,6 +216,10 @@ func runDemo(ctx context.Context, out io.Writer, opt demoOptions) error {
 	fmt.Fprintln(out)
 	if len(d.failures) == 0 {
 		fmt.Fprintln(out, "All steps behaved as expected.")
+		if !strings.HasPrefix(d.decisions, d.dir) {
+			fmt.Fprintf(out, "\nwrit's decision log of this run (one JSON line per decision and task event): %s\n", d.decisions)
+			fmt.Fprintf(out, "render it as a page:  writ report -log %s -o writ-demo-report.html\n", d.decisions)
+		}
 	} else {
 		fmt.Fprintf(out, "%d check(s) FAILED:\n", len(d.failures))
 		for _, f := range d.failures {
@@ -267,6 +278,12 @@ func (d *demo) start(ctx context.Context, opt demoOptions) error {
 			Protocol: "a2a", PublicURL: "http://" + listen + "/" + a.key, Owner: a.owner, Tenants: a.tenants,
 			MaxDataClassification: a.max, SecuritySchemes: a.schemes, Skills: []task.Skill{a.skill}})
 	}
+	d.decisions = opt.DecisionLog
+	if d.decisions == "" {
+		d.decisions = filepath.Join(d.dir, "decisions.jsonl")
+	}
+	_ = os.Remove(d.decisions) // this run's story only
+	cfg.DecisionLog = config.DecisionLog{Output: d.decisions}
 	// Through config.Parse, so the demo's config gets exactly the defaults and
 	// validation a writ.yaml gets. The file stays in the temp dir to look at.
 	raw, err := yaml.Marshal(cfg)
@@ -503,8 +520,9 @@ func (d *demo) printServe() {
 	admin := "http://" + d.sc.adminLn.Addr().String()
 	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-1","role":"user","parts":[{"kind":"text","text":"Screen Acme Trading FZE"}]}}}`
 	fmt.Fprintf(d.out, `
-writ keeps serving: %s   (admin: %s/readyz)
+writ keeps serving: %s   (admin: %s/readyz, metrics: %s/metrics)
 config: %s
+decision log: %s
 Try it (the token is the payments-investigator's, valid for one hour):
 
   export WRIT=%s
@@ -515,7 +533,7 @@ Try it (the token is the payments-investigator's, valid for one hour):
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '%s' $WRIT/marketing/
 
 Ctrl-C stops writ and the agents.
-`, d.url, admin, filepath.Join(d.dir, "writ.yaml"), d.url, d.token(investigator), proxy.DirectoryPath, body, body)
+`, d.url, admin, admin, filepath.Join(d.dir, "writ.yaml"), d.decisions, d.url, d.token(investigator), proxy.DirectoryPath, body, body)
 }
 
 // errText is err's message, or "no error".

@@ -20,6 +20,7 @@ Usage:
   writ eval [flags]      one request through identity and the policy: input and decision
   writ policy test [DIR] run the policies' Rego tests through the embedded engine
   writ validate [flags]  check a configuration file and its policies
+  writ report --log FILE render a decision log as a self-contained HTML page
   writ version           print the version
 
 Run "writ <command> -h" for a command's flags.
@@ -49,6 +50,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return policyCmd(args[1:], stdout, stderr)
 	case "validate":
 		return validateCmd(args[1:], stdout, stderr)
+	case "report":
+		return reportCmd(args[1:], stdin, stdout, stderr)
 	case "version", "--version", "-v":
 		fmt.Fprintln(stdout, "writ", version)
 		return 0

@@ -15,9 +15,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/writ-authz/writ/admin"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/decisionlog"
+	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/push"
@@ -42,56 +45,80 @@ type sidecar struct {
 	envoy *extauthz.Server
 	// push delivers notifications (nil when push.disabled).
 	push *push.Deliverer
+	// dlog is the decision log; flushed on shutdown.
+	dlog *decisionlog.Log
 }
 
 // startSidecar builds everything from cfg and starts listening. A policy set that
 // does not compile or fails its own tests refuses the start.
-func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (*sidecar, error) {
+func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ *sidecar, err error) {
+	var undo []func()
+	defer func() {
+		if err != nil {
+			for i := len(undo) - 1; i >= 0; i-- {
+				undo[i]()
+			}
+		}
+	}()
 	ident, err := identity.New(cfg.Identity)
 	if err != nil {
 		return nil, err
 	}
+	undo = append(undo, ident.Close)
 	pol, err := authz.LoadPolicy(ctx, cfg.Policies, authz.LoadOptions{})
 	if err != nil {
-		ident.Close()
 		return nil, fmt.Errorf("policies %v: %w", cfg.Policies, err)
 	}
 	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize, DryRun: cfg.DryRun, Logger: log})
 	if err != nil {
-		ident.Close()
 		return nil, err
 	}
+	reloader := authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: cfg.Lifecycle.MaxTasks,
 		MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner, TTL: cfg.Lifecycle.TTL,
 		MaxPushPerTask: cfg.Push.MaxConfigsPerTask, MaxPushPerOwner: cfg.Push.MaxConfigsPerOwner})
-	deliverer := newDeliverer(cfg, log)
-	deps := proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log}
+	met := metrics.New(cfg.Metrics, metrics.Sources{Engine: engine, Reloader: reloader, Identity: ident, Store: store})
+	dlog, err := decisionlog.New(cfg.DecisionLog)
+	if err != nil {
+		return nil, fmt.Errorf("decision_log: %w", err)
+	}
+	undo = append(undo, func() { _ = dlog.Close(context.Background()) })
+	deliverer := newDeliverer(cfg, log,
+		func(r push.Result) {
+			met.PushAttempt(r)
+			dlog.PushAttempt(r)
+			logDelivery(log, "push delivery attempt", r)
+		},
+		func(r push.Result) { met.PushResult(r); dlog.PushResult(r); logDelivery(log, "push delivery", r) })
+	deps := proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Hooks: proxy.MultiHooks{met, dlog}}
+	sources := metrics.Sources{}
 	if deliverer != nil {
-		deps.Push = deliverer
+		deps.Push, sources.Push = deliverer, deliverer
 	}
 	px, err := proxy.New(cfg, deps)
 	if err != nil {
-		ident.Close()
+		return nil, err
+	}
+	undo = append(undo, px.Close)
+	sources.Proxy = px
+	if err := met.Attach(sources); err != nil {
 		return nil, err
 	}
 	sc := &sidecar{cfg: cfg, proxy: px, engine: engine, ident: ident, store: store, log: log, push: deliverer,
-		reloader: authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)}
+		reloader: reloader, dlog: dlog}
 	if sc.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
-		ident.Close()
 		return nil, fmt.Errorf("listen: %w", err)
 	}
+	undo = append(undo, func() { sc.ln.Close() })
 	if sc.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
-		sc.ln.Close()
-		ident.Close()
 		return nil, fmt.Errorf("admin: %w", err)
 	}
+	undo = append(undo, func() { sc.adminLn.Close() })
 	sc.srv = px.HTTPServer(sc.ln.Addr().String())
-	sc.admin = &http.Server{Handler: sc.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	sc.admin = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(admin.Deps{Engine: engine,
+		Reloader: reloader, Store: store, Ready: px.Ready, Metrics: met.Handler(), Pprof: cfg.AdminPprof, Logger: log})}
 	if cfg.Envoy.Enabled() {
 		if err := sc.startEnvoy(); err != nil {
-			sc.ln.Close()
-			sc.adminLn.Close()
-			ident.Close()
 			return nil, err
 		}
 	}
@@ -108,7 +135,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (*s
 // newDeliverer builds push delivery from the config (nil when push is left to the
 // agents). Every outcome is logged with the task and context ids and the
 // receiver's host (never the token or the full URL).
-func newDeliverer(cfg *config.Config, log *slog.Logger) *push.Deliverer {
+func newDeliverer(cfg *config.Config, log *slog.Logger, onAttempt, onResult func(push.Result)) *push.Deliverer {
 	if cfg.Push.Disabled {
 		return nil
 	}
@@ -117,8 +144,8 @@ func newDeliverer(cfg *config.Config, log *slog.Logger) *push.Deliverer {
 	return push.NewDeliverer(push.DelivererConfig{Workers: p.Workers, QueueSize: p.QueueSize,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: p.AttemptTimeout,
 		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log,
-		OnAttempt: func(r push.Result) { logDelivery(log, "push delivery attempt", r) },
-		OnResult:  func(r push.Result) { logDelivery(log, "push delivery", r) },
+		OnAttempt: onAttempt,
+		OnResult:  onResult,
 	})
 }
 
@@ -135,18 +162,6 @@ func logDelivery(log *slog.Logger, msg string, r push.Result) {
 		attrs = append(attrs, "reason", r.Err.Error())
 	}
 	log.Info(msg, attrs...)
-}
-
-// adminMux serves liveness and readiness on the admin listener.
-func (sc *sidecar) adminMux() http.Handler {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		_, _ = io.WriteString(w, "ok\n")
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintf(w, "ready: policy revision %s\n", sc.engine.Policy().Revision)
-	})
-	return mux
 }
 
 // URL is the sidecar's base URL.
@@ -167,6 +182,7 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 		// What is queued gets its chance to be delivered before the deadline.
 		_ = sc.push.Close(ctx)
 	}
+	_ = sc.dlog.Close(ctx) // after the push queue: its last outcomes are logged too
 	sc.ident.Close()
 }
 

@@ -1,0 +1,436 @@
+// Package report reads a writ decision log and renders it as one self-contained HTML page.
+package report
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Event types of the decision log that the report understands.
+const (
+	TypeDecision           = "decision"
+	TypeTaskCreated        = "task_created"
+	TypeTaskStateChanged   = "task_state_changed"
+	TypeTaskArtifact       = "task_artifact"
+	TypeProtocolViolation  = "task_protocol_violation"
+	TypePushAttempt        = "push_attempt"
+	TypePushDelivered      = "push_delivered"
+	TypePushFailed         = "push_failed"
+	maxLine                = 16 << 20 // longest log line Read accepts
+	unauthenticatedCaller  = "(unauthenticated)"
+	unknownCallerAgentName = "(no agent id)"
+)
+
+var knownTypes = map[string]bool{
+	TypeDecision: true, TypeTaskCreated: true, TypeTaskStateChanged: true, TypeTaskArtifact: true,
+	TypeProtocolViolation: true, TypePushAttempt: true, TypePushDelivered: true, TypePushFailed: true,
+}
+
+// Event is one line of the decision log.
+type Event struct {
+	Time           time.Time `json:"time"`
+	Type           string    `json:"type"`
+	DecisionID     string    `json:"decision_id,omitempty"`
+	Mode           string    `json:"mode,omitempty"`
+	Route          string    `json:"route,omitempty"`
+	Operation      string    `json:"operation,omitempty"`
+	Protocol       string    `json:"protocol,omitempty"`
+	Caller         *Caller   `json:"caller,omitempty"`
+	TaskID         string    `json:"task_id,omitempty"`
+	ContextID      string    `json:"context_id,omitempty"`
+	Allow          bool      `json:"allow,omitempty"`
+	DryRun         bool      `json:"dry_run,omitempty"`
+	Denials        []Denial  `json:"denials,omitempty"`
+	PolicyRevision string    `json:"policy_revision,omitempty"`
+	CacheHit       bool      `json:"cache_hit,omitempty"`
+	LatencyMS      float64   `json:"latency_ms,omitempty"`
+	EvalMS         float64   `json:"eval_ms,omitempty"`
+	Error          string    `json:"error,omitempty"`
+	From           string    `json:"from,omitempty"`
+	To             string    `json:"to,omitempty"`
+	Artifact       string    `json:"artifact,omitempty"`
+	Push           *Push     `json:"push,omitempty"`
+	// Line is the event's 1-based line number in the log.
+	Line int `json:"-"`
+}
+
+// Caller is the identity writ established for a decision's caller.
+type Caller struct {
+	Authenticated bool     `json:"authenticated"`
+	Method        string   `json:"method,omitempty"`
+	Issuer        string   `json:"issuer,omitempty"`
+	AgentID       string   `json:"agent_id,omitempty"`
+	UserID        string   `json:"user_id,omitempty"`
+	Tenant        string   `json:"tenant,omitempty"`
+	Chain         []string `json:"chain,omitempty"`
+}
+
+// Denial is one reason the policy refused a request.
+type Denial struct {
+	Code   string `json:"code"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// Push describes one push-notification delivery attempt.
+type Push struct {
+	Host      string `json:"host,omitempty"`
+	Attempt   int    `json:"attempt,omitempty"`
+	Status    Text   `json:"status,omitempty"`
+	Delivered bool   `json:"delivered,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+}
+
+// Text is a string that also accepts a JSON number (an HTTP status, say) or null.
+type Text string
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Text) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	switch {
+	case bytes.Equal(b, []byte("null")):
+		*t = ""
+	case len(b) > 0 && b[0] == '"':
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return err
+		}
+		*t = Text(s)
+	default:
+		var n json.Number
+		if err := json.Unmarshal(b, &n); err != nil {
+			return fmt.Errorf("status: want a string or a number, got %s", b)
+		}
+		*t = Text(n.String())
+	}
+	return nil
+}
+
+// Summary is what Read makes of a decision log.
+type Summary struct {
+	// Events holds every event of a known type, in log order.
+	Events []Event
+	// Totals are the log's headline numbers.
+	Totals Totals
+	// First and Last are the times of the earliest and latest known event.
+	First, Last time.Time
+	// Codes counts denial codes over all decisions, most frequent first.
+	Codes []CodeCount
+	// Callers counts decisions by the caller's agent id, busiest first.
+	Callers []Party
+	// Targets counts decisions by route (target agent), busiest first.
+	Targets []Party
+	// Revisions lists the policy revisions seen, in order of first appearance.
+	Revisions []string
+	// Unknown counts skipped lines by their unknown type ("" when a line has none).
+	Unknown map[string]int
+	// Latency summarizes the decisions' whole-request latency in milliseconds.
+	Latency Latency
+}
+
+// Totals are a log's headline counts.
+type Totals struct {
+	Events        int // events of a known type
+	Decisions     int // decision events
+	Allowed       int // decisions with allow true
+	Denied        int // decisions with allow false (dry-run ones included)
+	DryRun        int // decisions taken in dry-run mode
+	Errors        int // events of any type carrying an error
+	Tasks         int // distinct task ids in task_created events
+	StateChanges  int // task_state_changed events
+	Artifacts     int // task_artifact events
+	Violations    int // task_protocol_violation events
+	PushAttempts  int // push_attempt events
+	PushDelivered int // push_delivered events
+	PushFailed    int // push_failed events
+	Contexts      int // distinct context ids
+	UnknownLines  int // lines skipped for an unknown type
+}
+
+// CodeCount is how many decisions carried one denial code.
+type CodeCount struct {
+	Code   string
+	Count  int
+	Reason string   // the first reason seen with the code
+	Routes []string // the routes it was seen on, in order of first appearance
+}
+
+// Party counts the decisions of one caller or target.
+type Party struct {
+	Name            string
+	Allowed, Denied int
+	DryRun, Errors  int
+	LastSeen        time.Time
+}
+
+// Total is the party's number of decisions.
+func (p Party) Total() int { return p.Allowed + p.Denied }
+
+// Latency summarizes decision latencies in milliseconds.
+type Latency struct {
+	N             int
+	P50, P95, Max float64
+}
+
+// Read parses a decision log: JSON lines, blank lines ignored. A line that is not
+// a JSON object of the log's schema, or has no valid time, is an error naming its
+// line number; a line of an unknown type is counted in Summary.Unknown and skipped.
+func Read(r io.Reader) (*Summary, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	s := &Summary{Unknown: map[string]int{}}
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
+			continue
+		}
+		if b[0] != '{' {
+			return nil, fmt.Errorf("line %d: not a JSON object", line)
+		}
+		var head struct {
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(b, &head); err != nil {
+			return nil, fmt.Errorf("line %d: %v", line, jsonError(err))
+		}
+		if !knownTypes[head.Type] {
+			s.Unknown[head.Type]++
+			continue
+		}
+		var e Event
+		if err := json.Unmarshal(b, &e); err != nil {
+			return nil, fmt.Errorf("line %d: %v", line, jsonError(err))
+		}
+		if e.Time.IsZero() {
+			return nil, fmt.Errorf("line %d: %s event without a time", line, e.Type)
+		}
+		e.Time = e.Time.UTC()
+		e.Line = line
+		s.Events = append(s.Events, e)
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, fmt.Errorf("line %d: longer than %d bytes", line+1, maxLine)
+		}
+		return nil, fmt.Errorf("line %d: %w", line+1, err)
+	}
+	s.summarize()
+	return s, nil
+}
+
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Errorf("field %q: JSON %s where %s belongs", te.Field, te.Value, te.Type)
+	}
+	var pe *time.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("time %s is not RFC 3339", pe.Value)
+	}
+	return err
+}
+
+func (s *Summary) summarize() {
+	t := &s.Totals
+	codes := map[string]*CodeCount{}
+	callers := map[string]*Party{}
+	targets := map[string]*Party{}
+	tasks := map[string]bool{}
+	contexts := map[string]bool{}
+	var lat []float64
+	for _, n := range s.Unknown {
+		t.UnknownLines += n
+	}
+	for i := range s.Events {
+		e := &s.Events[i]
+		t.Events++
+		if s.First.IsZero() || e.Time.Before(s.First) {
+			s.First = e.Time
+		}
+		if e.Time.After(s.Last) {
+			s.Last = e.Time
+		}
+		if e.Error != "" {
+			t.Errors++
+		}
+		if e.ContextID != "" {
+			contexts[e.ContextID] = true
+		}
+		switch e.Type {
+		case TypeDecision:
+			t.Decisions++
+			if e.Allow {
+				t.Allowed++
+			} else {
+				t.Denied++
+			}
+			if e.DryRun {
+				t.DryRun++
+			}
+			if e.LatencyMS > 0 {
+				lat = append(lat, e.LatencyMS)
+			}
+			if e.PolicyRevision != "" && !slices.Contains(s.Revisions, e.PolicyRevision) {
+				s.Revisions = append(s.Revisions, e.PolicyRevision)
+			}
+			count(callers, CallerName(e), e)
+			route := e.Route
+			if route == "" {
+				route = "(no route)"
+			}
+			count(targets, route, e)
+			seen := map[string]bool{}
+			for _, d := range e.Denials {
+				if d.Code == "" || seen[d.Code] {
+					continue
+				}
+				seen[d.Code] = true
+				c := codes[d.Code]
+				if c == nil {
+					c = &CodeCount{Code: d.Code, Reason: d.Reason}
+					codes[d.Code] = c
+				}
+				c.Count++
+				if c.Reason == "" {
+					c.Reason = d.Reason
+				}
+				if e.Route != "" && !slices.Contains(c.Routes, e.Route) {
+					c.Routes = append(c.Routes, e.Route)
+				}
+			}
+		case TypeTaskCreated:
+			if e.TaskID != "" {
+				tasks[e.TaskID] = true
+			}
+		case TypeTaskStateChanged:
+			t.StateChanges++
+		case TypeTaskArtifact:
+			t.Artifacts++
+		case TypeProtocolViolation:
+			t.Violations++
+		case TypePushAttempt:
+			t.PushAttempts++
+		case TypePushDelivered:
+			t.PushDelivered++
+		case TypePushFailed:
+			t.PushFailed++
+		}
+	}
+	t.Tasks = len(tasks)
+	t.Contexts = len(contexts)
+	for _, c := range codes {
+		s.Codes = append(s.Codes, *c)
+	}
+	slices.SortFunc(s.Codes, func(a, b CodeCount) int {
+		if a.Count != b.Count {
+			return b.Count - a.Count
+		}
+		return strings.Compare(a.Code, b.Code)
+	})
+	s.Callers = ranked(callers)
+	s.Targets = ranked(targets)
+	s.Latency = latency(lat)
+}
+
+// CallerName is the name the report gives a decision's caller: its agent id,
+// or a placeholder when the caller was not authenticated or named no agent.
+func CallerName(e *Event) string {
+	switch {
+	case e.Caller == nil || !e.Caller.Authenticated && e.Caller.AgentID == "":
+		return unauthenticatedCaller
+	case e.Caller.AgentID == "":
+		return unknownCallerAgentName
+	}
+	return e.Caller.AgentID
+}
+
+func count(m map[string]*Party, name string, e *Event) {
+	p := m[name]
+	if p == nil {
+		p = &Party{Name: name}
+		m[name] = p
+	}
+	if e.Allow {
+		p.Allowed++
+	} else {
+		p.Denied++
+	}
+	if e.DryRun {
+		p.DryRun++
+	}
+	if e.Error != "" {
+		p.Errors++
+	}
+	if e.Time.After(p.LastSeen) {
+		p.LastSeen = e.Time
+	}
+}
+
+func ranked(m map[string]*Party) []Party {
+	out := make([]Party, 0, len(m))
+	for _, p := range m {
+		out = append(out, *p)
+	}
+	slices.SortFunc(out, func(a, b Party) int {
+		if a.Total() != b.Total() {
+			return b.Total() - a.Total()
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out
+}
+
+func latency(v []float64) Latency {
+	if len(v) == 0 {
+		return Latency{}
+	}
+	slices.Sort(v)
+	q := func(p float64) float64 { // nearest rank
+		i := int(math.Ceil(p*float64(len(v)))) - 1
+		return v[max(i, 0)]
+	}
+	return Latency{N: len(v), P50: q(0.50), P95: q(0.95), Max: v[len(v)-1]}
+}
+
+// Context returns every event of one investigation in time order (log order
+// among equal times): the events carrying the context id, and the events of
+// its tasks that carry only the task id (push deliveries, say).
+func (s *Summary) Context(id string) []Event {
+	if id == "" {
+		return nil
+	}
+	tasks := map[string]bool{}
+	for _, e := range s.Events {
+		if e.ContextID == id && e.TaskID != "" {
+			tasks[e.TaskID] = true
+		}
+	}
+	var out []Event
+	for _, e := range s.Events {
+		if e.ContextID == id || e.ContextID == "" && e.TaskID != "" && tasks[e.TaskID] {
+			out = append(out, e)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	return out
+}
+
+// Codes returns the event's distinct denial codes, in the order logged.
+func (e *Event) Codes() []string {
+	var out []string
+	for _, d := range e.Denials {
+		if d.Code != "" && !slices.Contains(out, d.Code) {
+			out = append(out, d.Code)
+		}
+	}
+	return out
+}

@@ -143,6 +143,27 @@ func TestDemoServe(t *testing.T) {
 	if resp.StatusCode != 200 || json.Unmarshal(body, &dir) != nil || len(dir.Agents) != 3 {
 		t.Fatalf("directory while serving: HTTP %d %s", resp.StatusCode, body)
 	}
+	// The admin listener of writ serve: metrics that counted the scenario,
+	// readiness, the policy status.
+	admin := regexp.MustCompile(`admin: (http://\S+)/readyz`).FindStringSubmatch(out.String())
+	if admin == nil {
+		t.Fatalf("no admin URL:\n%s", out.String())
+	}
+	for path, want := range map[string]string{
+		"/metrics":   `writ_decisions_total{mode="sidecar",operation="send",result="deny",route="kyc-refresh-agent"}`,
+		"/readyz":    "",
+		"/v1/policy": `"revision"`,
+	} {
+		resp, err := http.Get(admin[1] + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), want) {
+			t.Errorf("admin %s: HTTP %d\n%.2000s", path, resp.StatusCode, body)
+		}
+	}
 	stop()
 	select {
 	case err := <-done:

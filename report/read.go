@@ -12,18 +12,21 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/writ-authz/writ/decisionlog"
+	"github.com/writ-authz/writ/task"
 )
 
 // Event types of the decision log that the report understands.
 const (
-	TypeDecision           = "decision"
-	TypeTaskCreated        = "task_created"
-	TypeTaskStateChanged   = "task_state_changed"
-	TypeTaskArtifact       = "task_artifact"
-	TypeProtocolViolation  = "task_protocol_violation"
-	TypePushAttempt        = "push_attempt"
-	TypePushDelivered      = "push_delivered"
-	TypePushFailed         = "push_failed"
+	TypeDecision           = decisionlog.TypeDecision
+	TypeTaskCreated        = decisionlog.TypeTaskCreated
+	TypeTaskStateChanged   = decisionlog.TypeTaskStateChanged
+	TypeTaskArtifact       = decisionlog.TypeTaskArtifact
+	TypeProtocolViolation  = decisionlog.TypeTaskProtocolViolation
+	TypePushAttempt        = decisionlog.TypePushAttempt
+	TypePushDelivered      = decisionlog.TypePushDelivered
+	TypePushFailed         = decisionlog.TypePushFailed
 	maxLine                = 16 << 20 // longest log line Read accepts
 	unauthenticatedCaller  = "(unauthenticated)"
 	unknownCallerAgentName = "(no agent id)"
@@ -34,84 +37,20 @@ var knownTypes = map[string]bool{
 	TypeProtocolViolation: true, TypePushAttempt: true, TypePushDelivered: true, TypePushFailed: true,
 }
 
-// Event is one line of the decision log.
+// Event is one line of the decision log, in the schema package decisionlog
+// writes, with the line it stood on.
 type Event struct {
-	Time           time.Time `json:"time"`
-	Type           string    `json:"type"`
-	DecisionID     string    `json:"decision_id,omitempty"`
-	Mode           string    `json:"mode,omitempty"`
-	Route          string    `json:"route,omitempty"`
-	Operation      string    `json:"operation,omitempty"`
-	Protocol       string    `json:"protocol,omitempty"`
-	Caller         *Caller   `json:"caller,omitempty"`
-	TaskID         string    `json:"task_id,omitempty"`
-	ContextID      string    `json:"context_id,omitempty"`
-	Allow          bool      `json:"allow,omitempty"`
-	DryRun         bool      `json:"dry_run,omitempty"`
-	Denials        []Denial  `json:"denials,omitempty"`
-	PolicyRevision string    `json:"policy_revision,omitempty"`
-	CacheHit       bool      `json:"cache_hit,omitempty"`
-	LatencyMS      float64   `json:"latency_ms,omitempty"`
-	EvalMS         float64   `json:"eval_ms,omitempty"`
-	Error          string    `json:"error,omitempty"`
-	From           string    `json:"from,omitempty"`
-	To             string    `json:"to,omitempty"`
-	Artifact       string    `json:"artifact,omitempty"`
-	Push           *Push     `json:"push,omitempty"`
-	// Line is the event's 1-based line number in the log.
-	Line int `json:"-"`
+	decisionlog.Line
+	// LineNo is the event's 1-based line number in the log.
+	LineNo int
 }
 
-// Caller is the identity writ established for a decision's caller.
-type Caller struct {
-	Authenticated bool     `json:"authenticated"`
-	Method        string   `json:"method,omitempty"`
-	Issuer        string   `json:"issuer,omitempty"`
-	AgentID       string   `json:"agent_id,omitempty"`
-	UserID        string   `json:"user_id,omitempty"`
-	Tenant        string   `json:"tenant,omitempty"`
-	Chain         []string `json:"chain,omitempty"`
-}
-
-// Denial is one reason the policy refused a request.
-type Denial struct {
-	Code   string `json:"code"`
-	Reason string `json:"reason,omitempty"`
-}
-
-// Push describes one push-notification delivery attempt.
-type Push struct {
-	Host      string `json:"host,omitempty"`
-	Attempt   int    `json:"attempt,omitempty"`
-	Status    Text   `json:"status,omitempty"`
-	Delivered bool   `json:"delivered,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-}
-
-// Text is a string that also accepts a JSON number (an HTTP status, say) or null.
-type Text string
-
-// UnmarshalJSON implements json.Unmarshaler.
-func (t *Text) UnmarshalJSON(b []byte) error {
-	b = bytes.TrimSpace(b)
-	switch {
-	case bytes.Equal(b, []byte("null")):
-		*t = ""
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		*t = Text(s)
-	default:
-		var n json.Number
-		if err := json.Unmarshal(b, &n); err != nil {
-			return fmt.Errorf("status: want a string or a number, got %s", b)
-		}
-		*t = Text(n.String())
-	}
-	return nil
-}
+// Caller, Denial and Push are the decision log's own types.
+type (
+	Caller = decisionlog.LineCaller
+	Denial = task.Denial
+	Push   = decisionlog.LinePush
+)
 
 // Summary is what Read makes of a decision log.
 type Summary struct {
@@ -214,7 +153,7 @@ func Read(r io.Reader) (*Summary, error) {
 			return nil, fmt.Errorf("line %d: %s event without a time", line, e.Type)
 		}
 		e.Time = e.Time.UTC()
-		e.Line = line
+		e.LineNo = line
 		s.Events = append(s.Events, e)
 	}
 	if err := sc.Err(); err != nil {
@@ -230,7 +169,10 @@ func Read(r io.Reader) (*Summary, error) {
 func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
-		return fmt.Errorf("field %q: JSON %s where %s belongs", te.Field, te.Value, te.Type)
+		// The line is decoded into Event, which embeds decisionlog.Line: name
+		// the field as it is in the log.
+		field := strings.TrimPrefix(te.Field, "Line.")
+		return fmt.Errorf("field %q: JSON %s where %s belongs", field, te.Value, te.Type)
 	}
 	var pe *time.ParseError
 	if errors.As(err, &pe) {

@@ -460,7 +460,7 @@ func buildContext(s *Summary, id string) *contextView {
 }
 
 func timelineEntry(e *Event, t0 time.Time) timelineItem {
-	it := timelineItem{Time: e.Time.Format("15:04:05.000"), Offset: "+" + formatOffset(e.Time.Sub(t0)), Line: e.Line}
+	it := timelineItem{Time: e.Time.Format("15:04:05.000"), Offset: "+" + formatOffset(e.Time.Sub(t0)), Line: e.LineNo}
 	switch e.Type {
 	case TypeDecision:
 		it.Kind, it.Label = "deny", "DENY"
@@ -512,7 +512,7 @@ func timelineEntry(e *Event, t0 time.Time) timelineItem {
 		if p := e.Push; p != nil {
 			it.Text += " to " + orDash(p.Host)
 			it.Details = nonEmpty("attempt "+strconv.Itoa(p.Attempt), ifs(p.Attempt > 0),
-				"status "+string(p.Status), string(p.Status), p.Reason, p.Reason)
+				"status "+strconv.Itoa(p.Status), ifs(p.Status > 0), p.Reason, p.Reason)
 		}
 	}
 	if e.Error != "" {

@@ -170,7 +170,7 @@ func TestReadTolerance(t *testing.T) {
 	in := "\n  \r\n" +
 		`{"time":"2026-11-03T09:00:00Z","type":"decision","allow":true,"route":"r","caller":{"authenticated":true,"agent_id":"a"}}` + "\r\n" +
 		`{"time":"2026-11-03T09:00:01Z","type":"something_new","whatever":[1,2]}` + "\n" +
-		`{"time":"2026-11-03T09:00:02+04:00","type":"push_failed","task_id":"t","push":{"host":"h","attempt":3,"status":"timeout"},"new_field":1}` + "\n" +
+		`{"time":"2026-11-03T09:00:02+04:00","type":"push_failed","task_id":"t","push":{"host":"h","attempt":3,"reason":"timeout"},"new_field":1}` + "\n" +
 		`{"time":"2026-11-03T09:00:03Z","type":"push_attempt","task_id":"t","push":{"status":null}}` + "\n\n"
 	s, err := Read(strings.NewReader(in))
 	if err != nil {
@@ -179,7 +179,7 @@ func TestReadTolerance(t *testing.T) {
 	if s.Totals.Decisions != 1 || s.Totals.PushFailed != 1 || s.Totals.PushAttempts != 1 || s.Unknown["something_new"] != 1 {
 		t.Fatalf("summary = %+v, unknown %v", s.Totals, s.Unknown)
 	}
-	if e := s.Events[1]; e.Line != 5 || e.Push.Status != "timeout" || e.Time != time.Date(2026, 11, 3, 5, 0, 2, 0, time.UTC) {
+	if e := s.Events[1]; e.LineNo != 5 || e.Push.Reason != "timeout" || e.Time != time.Date(2026, 11, 3, 5, 0, 2, 0, time.UTC) {
 		t.Fatalf("push event = %+v %+v", e, e.Push)
 	}
 	if s, err := Read(strings.NewReader("")); err != nil || s.Totals.Events != 0 {

@@ -2,11 +2,11 @@ package decisionlog
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/url"
@@ -30,28 +30,10 @@ const t0JSON = `"2026-03-04T04:06:07.123456789Z"`
 
 func fixedNow() time.Time { return t0 }
 
-// syncBuffer is a bytes.Buffer safe for the writer goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // blockingWriter blocks every Write until release is closed, telling entered
 // about the first.
 type blockingWriter struct {
-	syncBuffer
+	syncbuf.Buffer
 	entered chan struct{}
 	once    sync.Once
 	release chan struct{}
@@ -64,7 +46,7 @@ func newBlockingWriter() *blockingWriter {
 func (w *blockingWriter) Write(p []byte) (int, error) {
 	w.once.Do(func() { close(w.entered) })
 	<-w.release
-	return w.syncBuffer.Write(p)
+	return w.Buffer.Write(p)
 }
 
 func closeLog(t testing.TB, l *Log) {
@@ -174,7 +156,7 @@ var goldens = []struct {
 func TestGoldenLines(t *testing.T) {
 	for _, g := range goldens {
 		t.Run(g.name, func(t *testing.T) {
-			var buf syncBuffer
+			var buf syncbuf.Buffer
 			l := newWriter(&buf, config.DecisionLog{}, options{now: fixedNow})
 			g.log(l)
 			closeLog(t, l)
@@ -211,7 +193,7 @@ func TestGoldenLines(t *testing.T) {
 }
 
 func TestOPAFormat(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	l := newWriter(&buf, config.DecisionLog{Format: "opa"}, options{now: fixedNow})
 	l.Decided(allowEvent())
 	l.Decided(denyEvent())
@@ -316,7 +298,7 @@ func goldenOf(t *testing.T, name string) string {
 // TestContextStory: one context_id tells the story of an investigation, in
 // order, whatever else the log holds.
 func TestContextStory(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	l := NewWriter(&buf, config.DecisionLog{})
 	other := func(i int) {
 		l.Decided(proxy.DecisionEvent{ID: fmt.Sprint("other-", i), Route: "payments", Operation: task.OpGet, ContextID: "ctx-other", Allow: true})
@@ -374,7 +356,7 @@ func TestNoSecrets(t *testing.T) {
 		"token-s3cr3t", "cred-s3cr3t", "hook-user", "hook-pass", "path-s3cr3t", "query-s3cr3t", "body-s3cr3t", "/cb", "SendMessage"}
 	for _, format := range []string{"writ", "opa"} {
 		t.Run(format, func(t *testing.T) {
-			var buf syncBuffer
+			var buf syncbuf.Buffer
 			l := NewWriter(&buf, config.DecisionLog{Format: format})
 			l.Decided(allowEvent())
 			ev := allowEvent()
@@ -403,7 +385,7 @@ func TestNoSecrets(t *testing.T) {
 
 func TestBufferOverflowDropsWithoutBlocking(t *testing.T) {
 	w := newBlockingWriter()
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	logger := slog.New(slog.NewTextHandler(&logBuf, nil))
 	l := newWriter(w, config.DecisionLog{Buffer: 4}, options{logger: logger})
 
@@ -443,7 +425,7 @@ func TestBufferOverflowDropsWithoutBlocking(t *testing.T) {
 }
 
 func TestCloseFlushes(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	l := NewWriter(&buf, config.DecisionLog{Buffer: 5000})
 	const n = 3000
 	for i := range n {
@@ -494,7 +476,7 @@ func TestCloseDeadline(t *testing.T) {
 }
 
 func TestWriteErrorsCounted(t *testing.T) {
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	l := newWriter(failingWriter{}, config.DecisionLog{}, options{logger: slog.New(slog.NewTextHandler(&logBuf, nil))})
 	l.Decided(allowEvent())
 	closeLog(t, l)
@@ -511,7 +493,7 @@ type failingWriter struct{}
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
 func TestOffWritesNothing(t *testing.T) {
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	l := NewWriter(&buf, config.DecisionLog{Output: "off"})
 	t.Chdir(t.TempDir())
 	l2, err := New(config.DecisionLog{Output: "off"})

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 )
@@ -86,31 +86,13 @@ func TestDemo(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe to read while the demo writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestDemoServe: with -serve writ keeps serving after the scenario, the printed
 // token and URL work, and cancelling the context shuts everything down.
 func TestDemoServe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	serveCtx, stop := context.WithCancel(ctx)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	done := make(chan error, 1)
 	go func() { done <- runDemo(serveCtx, &out, demoOptions{Listen: "127.0.0.1:0", Serve: true}) }()
 	for !strings.Contains(out.String(), "Ctrl-C stops") {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"net/http"
 	"os"
 	"os/exec"
@@ -158,26 +159,8 @@ func lockDir(path string, limit time.Duration) (func(), error) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
 // Write appends p.
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 // String returns what was written.
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // readyWriter watches the agent's stdout for its READY line.
 type readyWriter struct {
 	mu    sync.Mutex
@@ -220,7 +203,7 @@ func StartJSAgent(t testing.TB, agent string, cardURL string, extra ...string) (
 	cmd.Dir = dir
 	cmd.Stdin = stdinR
 	out := &readyWriter{ready: make(chan string, 1)}
-	stderr := &syncBuffer{}
+	stderr := &syncbuf.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, stderr
 	if err := cmd.Start(); err != nil {
 		_ = stdinR.Close()

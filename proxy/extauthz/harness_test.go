@@ -5,12 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -41,7 +41,7 @@ type world struct {
 	conn      *grpc.ClientConn
 	idp       *devidp.Provider
 	sanctions *seedagents.Agent
-	logs      *syncBuffer
+	logs      *syncbuf.Buffer
 }
 
 const testIssuer = "https://idp.test"
@@ -59,7 +59,7 @@ func newWorld(t testing.TB, extra string) *world {
 		t.Cleanup(func() { a.Close() })
 		return a
 	}
-	w := &world{t: t, sanctions: start(), logs: &syncBuffer{}}
+	w := &world{t: t, sanctions: start(), logs: &syncbuf.Buffer{}}
 	kyc := start(seedagents.WithName("kyc-refresh-agent"))
 	marketing := start(seedagents.WithName("marketing-copy-agent"))
 
@@ -133,24 +133,6 @@ agents:
 		w.client = authv3.NewAuthorizationClient(w.conn)
 	}
 	return w
-}
-
-// syncBuffer is a log sink the race detector accepts.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // caller describes who a test token speaks for.

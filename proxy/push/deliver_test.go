@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"log/slog"
 	"net"
 	"net/http"
@@ -279,27 +280,10 @@ func TestTimeoutIsRetried(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestGuardRefusalFailsAtOnceAndLogsNoSecrets(t *testing.T) {
 	g := NewGuard(GuardConfig{Resolver: newFakeResolver(nil)})
 	noDial(t, g)
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	d, rs := newTestDeliverer(t, DelivererConfig{
 		Client: g.Client(time.Second, 1024),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
@@ -383,7 +367,7 @@ func TestQueueOverflowIsRefusedAndCounted(t *testing.T) {
 		}
 		return 200
 	})
-	var logs syncBuffer
+	var logs syncbuf.Buffer
 	d, rs := newTestDeliverer(t, DelivererConfig{Workers: 1, QueueSize: 3, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	for seq := uint64(1); seq <= 3; seq++ {
 		if err := d.Enqueue(note("t1", rv.URL, seq)); err != nil {

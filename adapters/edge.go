@@ -44,6 +44,15 @@ type Edge interface {
 	// SubscribeRequest renders a request subscribing to a task's events, shaped
 	// like req; ok is false for a protocol that cannot subscribe.
 	SubscribeRequest(req *task.Request, taskID string) (method, path string, body []byte, sub *task.Request, ok bool)
+	// CardPaths are where the protocol's agents publish the card writ fetches,
+	// rewrites and serves itself (none: writ forwards card requests).
+	CardPaths() []string
+	// ParseCard reads an agent's card and says in which protocol version.
+	ParseCard(body []byte) (card *task.AgentCard, version string, err error)
+	// RenderCard renders a card in the protocol's shape (for ACP: a manifest).
+	RenderCard(c *task.AgentCard, version string) ([]byte, error)
+	// ReadyPath is what readiness asks the agent for when it has no card.
+	ReadyPath() string
 }
 
 // StreamReader yields an upstream stream's SSE blocks (Raw: the exact bytes to pass
@@ -84,6 +93,25 @@ func (a2aEdge) RenderNotification(t *task.Task, version string) (string, []byte,
 func (a2aEdge) GetTaskRequest(req *task.Request, taskID string) (string, string, []byte, *task.Request) {
 	return a2a.GetTaskRequest(req, taskID)
 }
+func (a2aEdge) CardPaths() []string { return []string{a2a.CardPath, a2a.LegacyCardPath} }
+func (a2aEdge) ParseCard(body []byte) (*task.AgentCard, string, error) {
+	c, err := a2a.ParseCard(body)
+	if err != nil {
+		return nil, "", err
+	}
+	version := a2a.V03
+	if strings.HasPrefix(c.ProtocolVersion, "1.") {
+		version = a2a.V10
+	}
+	return c, version, nil
+}
+func (a2aEdge) RenderCard(c *task.AgentCard, version string) ([]byte, error) {
+	if version == "" {
+		version = a2a.V10
+	}
+	return a2a.RenderCard(c, version)
+}
+func (a2aEdge) ReadyPath() string { return a2a.CardPath }
 func (a2aEdge) SubscribeRequest(req *task.Request, taskID string) (string, string, []byte, *task.Request, bool) {
 	m, p, b, sub := a2a.SubscribeRequest(req, taskID)
 	return m, p, b, sub, true
@@ -120,6 +148,16 @@ func (acpEdge) RenderNotification(*task.Task, string) (string, []byte, error) {
 func (acpEdge) GetTaskRequest(req *task.Request, runID string) (string, string, []byte, *task.Request) {
 	return acp.GetRunRequest(req, runID)
 }
+
+// An ACP agent's manifest is forwarded, not rewritten; readiness asks for the
+// agent listing.
+func (acpEdge) CardPaths() []string { return nil }
+func (acpEdge) ParseCard(body []byte) (*task.AgentCard, string, error) {
+	c, err := acp.ParseManifest(body)
+	return c, acp.Version, err
+}
+func (acpEdge) RenderCard(c *task.AgentCard, _ string) ([]byte, error) { return acp.RenderManifest(c) }
+func (acpEdge) ReadyPath() string                                      { return "/agents" }
 
 // ACP has no subscription to a run that is already going: writ polls.
 func (acpEdge) SubscribeRequest(*task.Request, string) (string, string, []byte, *task.Request, bool) {

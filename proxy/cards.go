@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/writ-authz/writ/adapters/a2a"
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -37,15 +37,11 @@ func (c *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
 	if c.card != nil && time.Since(c.fetched) < cardTTL {
 		return c.card, c.version, nil
 	}
-	var lastErr error
-	for _, path := range []string{a2a.CardPath, a2a.LegacyCardPath} {
-		card, err := c.fetch(ctx, path)
+	lastErr := fmt.Errorf("the agent's protocol publishes no card writ serves")
+	for _, path := range c.rt.cardEdge().CardPaths() {
+		card, version, err := c.fetch(ctx, path)
 		if err == nil {
-			c.card, c.fetched = card, time.Now()
-			c.version = a2a.V03
-			if strings.HasPrefix(card.ProtocolVersion, "1.") {
-				c.version = a2a.V10
-			}
+			c.card, c.version, c.fetched = card, version, time.Now()
 			return c.card, c.version, nil
 		}
 		lastErr = err
@@ -56,29 +52,33 @@ func (c *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
 	return nil, "", lastErr
 }
 
-func (c *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, error) {
+func (c *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	u := *c.rt.upstream
 	u.Path = joinPath(c.rt.upstream.Path, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	resp, err := c.s.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+		return nil, "", fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return a2a.ParseCard(body)
+	return c.rt.cardEdge().ParseCard(body)
 }
+
+// cardEdge is the adapter of the route's card: the one that serves its
+// well-known card path (A2A, for an auto route).
+func (rt *route) cardEdge() adapters.Edge { return rt.edge("/.well-known/agent-card.json") }
 
 // publicCard is the card writ publishes for a route: the upstream's card with its
 // interface URLs moved to the public URL, its security schemes replaced by what
@@ -143,7 +143,7 @@ func (s *Server) serveCard(w http.ResponseWriter, r *http.Request, x *exchange) 
 		s.fail(w, x, task.NewFault(task.KindUpstreamUnavailable, "the agent's card is unavailable"))
 		return
 	}
-	body, err := a2a.RenderCard(card, version)
+	body, err := x.edge.RenderCard(card, version)
 	if err != nil {
 		s.fail(w, x, task.NewFault(task.KindInternal, "rendering the card failed"))
 		return

@@ -71,7 +71,7 @@ func (s *Server) check(ctx context.Context, inc Incoming, start time.Time) Verdi
 		return v
 	case x.req.Operation == task.OpDiscover:
 		return s.answered(ctx, inc, func(w http.ResponseWriter, r *http.Request) { s.serveDirectory(w, r, directoryACP) })
-	case x.req.Operation == task.OpCard && x.req.Protocol.Name == "a2a":
+	case x.req.Operation == task.OpCard && len(x.edge.CardPaths()) > 0:
 		out := s.answered(ctx, inc, func(w http.ResponseWriter, r *http.Request) { s.serveCard(w, r, x) })
 		out.DecisionID, out.Operation, out.Protocol = v.DecisionID, v.Operation, v.Protocol
 		return out

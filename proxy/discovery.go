@@ -7,11 +7,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/writ-authz/writ/adapters/a2a"
-	"github.com/writ-authz/writ/adapters/acp"
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/task"
+)
+
+// The directory's two shapes are the two adapters' card renderings: A2A cards at
+// DirectoryPath, ACP manifests at ACPDirectoryPath.
+var (
+	cardListing, _ = adapters.Select("a2a", DirectoryPath)
+	acpListing, _  = adapters.Select("acp", ACPDirectoryPath)
 )
 
 type directoryShape int
@@ -61,7 +67,7 @@ func (s *Server) serveDirectory(w http.ResponseWriter, r *http.Request, shape di
 		}
 		card, version, err := s.publicCard(r.Context(), rt)
 		if err != nil {
-			card, version = configCard(rt), a2a.V10
+			card, version = configCard(rt), ""
 		}
 		skills := rt.target.Skills
 		if len(skills) == 0 {
@@ -84,9 +90,9 @@ func (s *Server) serveDirectory(w http.ResponseWriter, r *http.Request, shape di
 		var raw []byte
 		var err error
 		if shape == directoryACP {
-			raw, err = acp.RenderManifest(e.card)
+			raw, err = acpListing.RenderCard(e.card, "")
 		} else {
-			raw, err = a2a.RenderCard(e.card, e.version)
+			raw, err = cardListing.RenderCard(e.card, e.version)
 		}
 		if err == nil {
 			items = append(items, raw)
@@ -120,5 +126,5 @@ func tagOverlap(skills []task.Skill, wanted []string) int {
 // unavailable (an ACP agent, or one that is down).
 func configCard(rt *route) *task.AgentCard {
 	return &task.AgentCard{Name: rt.agent.Name, Skills: rt.target.Skills,
-		Interfaces: []task.Interface{{URL: rt.agent.PublicURL, Binding: "JSONRPC", ProtocolVersion: a2a.V10}}}
+		Interfaces: []task.Interface{{URL: rt.agent.PublicURL, Binding: "JSONRPC"}}}
 }

@@ -119,7 +119,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		s.fail(w, x, f)
 	case x.req.Operation == task.OpDiscover:
 		s.serveDirectory(w, r, directoryACP)
-	case x.req.Operation == task.OpCard && x.req.Protocol.Name == "a2a":
+	case x.req.Operation == task.OpCard && len(x.edge.CardPaths()) > 0:
 		s.serveCard(w, r, x)
 	case isPushOp(x.req.Operation) && s.pushOn():
 		s.servePush(w, x)

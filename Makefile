@@ -8,7 +8,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 OPA_VERSION := v1.22.3
 OPA       := $(GOBIN)/opa
 
-.PHONY: build test run bench bench-envoy lint fmt capture fuzz deps opa policy-lint
+.PHONY: build test test-deps run bench bench-envoy lint fmt capture fuzz deps opa policy-lint
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -16,8 +16,12 @@ build:
 deps:
 	$(GO) mod download
 
+# Node.js and Chromium for the SDK-peer and report tests (Debian packages).
+test-deps:
+	bash .ci/deps
+
 # The whole suite: formatting and vet first, then every test with the race detector.
-test: deps lint
+test: deps test-deps lint
 	$(GO) test -race -count=1 ./...
 
 # The main job on an embedded default: writ in front of the seed's agents, driven

@@ -48,6 +48,8 @@ type Result struct {
 
 // Stats are the Deliverer's counters since it was built.
 type Stats struct {
+	// Queued counts notifications not finished yet; a notification leaves it
+	// just after its OnResult returns.
 	Queued         int               // notifications accepted and not yet finished
 	Delivered      uint64            // got a 2xx
 	Failed         uint64            // given up on (guard refusals included)

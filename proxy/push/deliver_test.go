@@ -189,7 +189,8 @@ func TestDeliverInSeqOrderWithHeaders(t *testing.T) {
 			t.Fatalf("result %+v", r)
 		}
 	}
-	if s := d.Stats(); s.Delivered != 5 || s.Failed != 0 || s.Queued != 0 {
+	// OnResult runs before the notification leaves the queue's count: wait for it.
+	if s := settled(t, d); s.Delivered != 5 || s.Failed != 0 || s.Queued != 0 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -453,7 +454,7 @@ func TestRetryWaitFreesTheWorkerAndCloseAbandonsAtDeadline(t *testing.T) {
 			t.Fatalf("abandoned result %+v", r)
 		}
 	}
-	if s := d.Stats(); s.Queued != 0 || s.Failed != 2 {
+	if s := settled(t, d); s.Queued != 0 || s.Failed != 2 {
 		t.Fatalf("stats %+v", s)
 	}
 }
@@ -467,5 +468,19 @@ func TestBackoffIsBoundedFullJitter(t *testing.T) {
 				t.Fatalf("backoff(%d) = %v, want within [0, %v]", attempts, w, ceiling)
 			}
 		}
+	}
+}
+
+// settled returns the deliverer's stats once nothing is queued (OnResult is
+// called just before a notification leaves the count).
+func settled(t *testing.T, d *Deliverer) Stats {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s := d.Stats()
+		if s.Queued == 0 || time.Now().After(deadline) {
+			return s
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -194,7 +194,7 @@ func TestPushThroughWrit(t *testing.T) {
 		t.Fatalf("get after delete: %s", ans.raw)
 	}
 	// The push-config operations never reached the agent: it saw the two sends
-	// and writ's own follow-up of the task (a subscription: its card streams).
+	// (a task waiting for input is not followed: the caller's reply moves it).
 	sends, follows := 0, 0
 	for _, o := range clar.Requests() {
 		switch o.Method {
@@ -207,7 +207,7 @@ func TestPushThroughWrit(t *testing.T) {
 			t.Errorf("the agent saw %s", o.Method)
 		}
 	}
-	if sends != 2 || follows == 0 {
+	if sends != 2 || follows != 0 {
 		t.Errorf("the agent saw %d sends and %d follow-ups", sends, follows)
 	}
 	// The card advertises push: writ's own capability.

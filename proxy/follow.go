@@ -35,7 +35,10 @@ func (s *Server) maybeFollow(x *exchange, events []task.Event) {
 		}
 		seen[ev.TaskID] = true
 		rec, ok, _ := s.store.Get(context.Background(), ev.TaskID)
-		if !ok || rec.Task.State.Terminal() || len(rec.Push) == 0 {
+		// A task waiting for its caller (input, auth) moves only when the caller
+		// replies, and that reply's own answer is observed: following it too would
+		// race two observers of one task.
+		if !ok || rec.Task.State.Terminal() || rec.Task.State.Interrupted() || len(rec.Push) == 0 {
 			continue
 		}
 		select {

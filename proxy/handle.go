@@ -109,7 +109,6 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	case x == nil:
 		http.NotFound(w, r)
 	case hidden:
-		w.Header().Set(DecisionHeader, x.dec.ID)
 		http.NotFound(w, r)
 	case f != nil:
 		if inc.Chunked && !s.cfg.Limits.AllowChunkedRequests {
@@ -208,10 +207,17 @@ func (s *Server) decide(ctx context.Context, inc Incoming, mode string, start ti
 		s.stats.Denied.Add(1)
 		if req.Operation == task.OpCard {
 			// A card is only for callers who may see the agent; to everyone else
-			// the agent does not exist.
+			// the agent does not exist (and what does not exist had no decision).
+			x.dec.ID = ""
 			return x, task.NewFault(task.KindTaskNotFound, "not found"), true
 		}
-		return x, denialFault(x), false
+		f := denialFault(x)
+		if f.Kind == task.KindTaskNotFound {
+			// Answered like a missing task, which is refused before any decision:
+			// a decision id would tell the two apart. The decision log keeps it.
+			x.dec.ID = ""
+		}
+		return x, f, false
 	}
 	return x, lifecycleLaw(x), false
 }

@@ -125,7 +125,9 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) error {
 	switch x.req.Operation {
 	case task.OpSend, task.OpStream:
 	default:
-		if s.cfg.Lifecycle.UnknownTasks != "allow" {
+		// A follow-up under the migration rule records only the task it names: a
+		// list (or any answer revealing other tasks) claims nothing for its caller.
+		if s.cfg.Lifecycle.UnknownTasks != "allow" || x.req.TaskID != ev.TaskID {
 			return nil
 		}
 	}

@@ -31,6 +31,12 @@ func (s *Server) pushOn() bool { return s.notifier != nil }
 // callback policy.
 func (s *Server) servePush(w http.ResponseWriter, x *exchange) {
 	ctx := context.Background()
+	if x.record == nil {
+		// No record (lifecycle.unknown_tasks: allow let the policy decide): writ
+		// keeps no configs for a task it never saw.
+		s.fail(w, x, notFound(x.req.TaskID))
+		return
+	}
 	var configs []task.PushConfig
 	switch x.req.Operation {
 	case task.OpPushSet:

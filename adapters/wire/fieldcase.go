@@ -81,7 +81,8 @@ func (fc *FieldCase) Check(data []byte) error {
 }
 
 // suspect scans every object key; it reports true when a key is a case variant
-// of a known field name or holds an escape (which the scan does not decode).
+// of a known field name, holds an escape (which the scan does not decode) or a
+// non-ASCII byte (which Unicode folding may map onto a field name).
 func (fc *FieldCase) suspect(data []byte) bool {
 	var buf [64]byte
 	for i := 0; i < len(data); i++ {
@@ -113,6 +114,9 @@ func (fc *FieldCase) suspect(data []byte) bool {
 		}
 		low := buf[:len(key)]
 		for n, c := range key {
+			if c >= 0x80 {
+				return true // may fold onto a field name ("ſ" → s, "K" → k), as encoding/json folds
+			}
 			if 'A' <= c && c <= 'Z' {
 				c += 'a' - 'A'
 			}

@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy/push"
+)
+
+// nopNotifier takes notifications and drops them.
+type nopNotifier struct{}
+
+func (nopNotifier) Enqueue(push.Notification) error { return nil }
+
+// TestPushOpsOnUnknownTaskAllowed: with lifecycle.unknown_tasks: allow the policy
+// may allow a push-config get or list on a task writ has no record of. writ
+// serves those from the record: it must answer TaskNotFound, not dereference a
+// missing record (a panic: in the gRPC ext_authz server, nothing recovers it and
+// the process dies).
+func TestPushOpsOnUnknownTaskAllowed(t *testing.T) {
+	up := newFakeAgent(t, nil)
+	h := newHarnessWith(t, []config.Agent{sanctionsAgent(up.srv.URL)},
+		func(c *config.Config) { c.Lifecycle.UnknownTasks = "allow" }, nopNotifier{})
+	tok := h.token(investigator)
+	for _, rpc := range []struct {
+		method string
+		params map[string]any
+	}{
+		{"GetTaskPushNotificationConfig", map[string]any{"taskId": "never-seen", "id": "c-1"}},
+		{"ListTaskPushNotificationConfigs", map[string]any{"taskId": "never-seen"}},
+	} {
+		t.Run(rpc.method, func(t *testing.T) {
+			body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": rpc.method, "params": rpc.params})
+			hdr := http.Header{}
+			hdr.Set("Authorization", "Bearer "+tok)
+			hdr.Set("A2A-Version", "1.0")
+			hdr.Set("Content-Type", "application/json")
+			var v Verdict
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("Check panicked: %v", r)
+					}
+				}()
+				v = h.px.Check(t.Context(), Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
+					Header: hdr, Body: body, Query: url.Values{}})
+			}()
+			var a rpcAnswer
+			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Allow || a.Error == nil || a.Error.Code != -32001 {
+				t.Fatalf("allow=%v %d %s", v.Allow, v.Answer.Status, v.Answer.Body)
+			}
+		})
+	}
+}

@@ -53,6 +53,9 @@ type Edge interface {
 	RenderCard(c *task.AgentCard, version string) ([]byte, error)
 	// ReadyPath is what readiness asks the agent for when it has no card.
 	ReadyPath() string
+	// FilterTaskList removes from a list answer the tasks keep refuses, and
+	// reports whether it removed any.
+	FilterTaskList(req *task.Request, body []byte, keep func(taskID string) bool) ([]byte, bool, error)
 }
 
 // StreamReader yields an upstream stream's SSE blocks (Raw: the exact bytes to pass
@@ -112,6 +115,9 @@ func (a2aEdge) RenderCard(c *task.AgentCard, version string) ([]byte, error) {
 	return a2a.RenderCard(c, version)
 }
 func (a2aEdge) ReadyPath() string { return a2a.CardPath }
+func (a2aEdge) FilterTaskList(req *task.Request, body []byte, keep func(string) bool) ([]byte, bool, error) {
+	return a2a.FilterTaskList(req, body, keep)
+}
 func (a2aEdge) SubscribeRequest(req *task.Request, taskID string) (string, string, []byte, *task.Request, bool) {
 	m, p, b, sub := a2a.SubscribeRequest(req, taskID)
 	return m, p, b, sub, true
@@ -158,6 +164,12 @@ func (acpEdge) ParseCard(body []byte) (*task.AgentCard, string, error) {
 }
 func (acpEdge) RenderCard(c *task.AgentCard, _ string) ([]byte, error) { return acp.RenderManifest(c) }
 func (acpEdge) ReadyPath() string                                      { return "/agents" }
+
+// An ACP session lists runs the agent scoped to the session; writ passes the
+// answer on (the policy decides who may read the session).
+func (acpEdge) FilterTaskList(_ *task.Request, body []byte, _ func(string) bool) ([]byte, bool, error) {
+	return body, false, nil
+}
 
 // ACP has no subscription to a run that is already going: writ polls.
 func (acpEdge) SubscribeRequest(*task.Request, string) (string, string, []byte, *task.Request, bool) {

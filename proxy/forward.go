@@ -128,6 +128,9 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	}
 	s.observe(r.Context(), x, events)
 	s.maybeFollow(x, events)
+	if x.req.Operation == task.OpList && perr == nil {
+		body = s.ownTasksOnly(r.Context(), x, body)
+	}
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v

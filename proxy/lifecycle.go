@@ -170,3 +170,26 @@ func (s *Server) artifactEvents(x *exchange, prev, rec task.Record) {
 		}
 	}
 }
+
+// ownTasksOnly removes from a list answer the tasks the caller does not own
+// (same tenant and agent), so a listing is no way around ownership: the shipped
+// policy has no task to check on a list. Tasks writ never saw are removed too,
+// unless lifecycle.unknown_tasks lets them through (migration).
+func (s *Server) ownTasksOnly(ctx context.Context, x *exchange, body []byte) []byte {
+	out, removed, err := x.edge.FilterTaskList(&x.req, body, func(id string) bool {
+		rec, ok, _ := s.store.Get(ctx, id)
+		if !ok {
+			return s.cfg.Lifecycle.UnknownTasks == "allow"
+		}
+		o := rec.Task.Owner
+		return rec.Agent == x.rt.agent.Name && o.Tenant == x.caller.Tenant && o.AgentID == x.caller.AgentID
+	})
+	if err != nil {
+		s.log.Warn("a list answer could not be filtered; passed on empty", "agent", x.rt.agent.Name, "error", err)
+		return []byte{}
+	}
+	if removed {
+		s.log.Info("tasks the caller does not own were removed from a list answer", "agent", x.rt.agent.Name)
+	}
+	return out
+}

@@ -207,3 +207,59 @@ func followRequest(req *task.Request, taskID string, op task.Operation, verb, su
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
 	return http.MethodPost, "/", body, out
 }
+
+// FilterTaskList removes from a list-tasks answer (JSON-RPC result or HTTP+JSON
+// body, {"tasks": [...]}) every task keep refuses; it reports whether it removed
+// any. A page that lost tasks reports its own size as totalSize, so the count of
+// hidden tasks is not revealed either. Other answers pass unchanged.
+func FilterTaskList(req *task.Request, body []byte, keep func(id string) bool) ([]byte, bool, error) {
+	if req.Operation != task.OpList {
+		return body, false, nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(body, &top); err != nil {
+		return body, false, fmt.Errorf("list answer: %w", err)
+	}
+	list := top
+	if req.Protocol.Binding == task.BindingJSONRPC {
+		if len(top["result"]) == 0 {
+			return body, false, nil // an error answer
+		}
+		list = nil
+		if err := json.Unmarshal(top["result"], &list); err != nil {
+			return body, false, fmt.Errorf("list answer: %w", err)
+		}
+	}
+	var tasks []json.RawMessage
+	if raw, ok := list["tasks"]; !ok || json.Unmarshal(raw, &tasks) != nil {
+		return body, false, nil
+	}
+	kept := make([]json.RawMessage, 0, len(tasks))
+	for _, t := range tasks {
+		var id struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(t, &id) == nil && keep(id.ID) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) == len(tasks) {
+		return body, false, nil
+	}
+	var err error
+	if list["tasks"], err = json.Marshal(kept); err != nil {
+		return body, false, err
+	}
+	if _, ok := list["totalSize"]; ok {
+		list["totalSize"] = json.RawMessage(fmt.Sprint(len(kept)))
+	}
+	if req.Protocol.Binding != task.BindingJSONRPC {
+		out, err := json.Marshal(list)
+		return out, true, err
+	}
+	if top["result"], err = json.Marshal(list); err != nil {
+		return body, false, err
+	}
+	out, err := json.Marshal(top)
+	return out, true, err
+}

@@ -140,3 +140,26 @@ func TestFollowRequests(t *testing.T) {
 		}
 	}
 }
+
+// TestFilterTaskList: over the SDKs' own list answers, both bindings.
+func TestFilterTaskList(t *testing.T) {
+	for _, combo := range []string{"v1.0/jsonrpc", "v1.0/rest"} {
+		_, req, f := readRequest(t, filepath.Join(fixtures, combo, "list.request.http"), Options{})
+		if f != nil {
+			t.Fatal(f)
+		}
+		_, body := readResponse(t, filepath.Join(fixtures, combo, "list.response.http"))
+		same, removed, err := FilterTaskList(&req, body, func(string) bool { return true })
+		if err != nil || removed || string(same) != string(body) {
+			t.Fatalf("%s keep all: removed=%v err=%v", combo, removed, err)
+		}
+		none, removed, err := FilterTaskList(&req, body, func(string) bool { return false })
+		if err != nil || !removed || !strings.Contains(string(none), `"tasks":[]`) {
+			t.Fatalf("%s keep none: %s %v", combo, none, err)
+		}
+		events, err := ParseResponse(&req, 200, none)
+		if err != nil || len(events) != 0 {
+			t.Fatalf("%s filtered answer does not parse as an empty list: %v %v", combo, events, err)
+		}
+	}
+}

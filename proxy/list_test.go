@@ -1,0 +1,57 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/writ-authz/writ/config"
+)
+
+// TestListShowsOwnTasksOnly: an agent that lists every task it has does not
+// show one caller another caller's tasks through writ.
+func TestListShowsOwnTasksOnly(t *testing.T) {
+	n := 0
+	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"ListTasks"`) {
+			fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"tasks":[`+
+				`{"id":"t-inv","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}},`+
+				`{"id":"t-retail","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}},`+
+				`{"id":"t-never-seen","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}],"totalSize":3,"pageSize":3}}`)
+			return
+		}
+		n++
+		id := map[int]string{1: "t-inv", 2: "t-retail"}[n]
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":%q,"contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}}`, id)
+	})
+	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
+	inv, retail := h.token(investigator), h.token(retailBot)
+	h.rpc("/", inv, "1.0", "SendMessage", sendParams)
+	h.rpc("/", retail, "1.0", "SendMessage", sendParams)
+	ids := func(tok string) ([]string, float64) {
+		_, a := h.rpc("/", tok, "1.0", "ListTasks", map[string]any{})
+		var r struct {
+			Tasks []struct {
+				ID string `json:"id"`
+			} `json:"tasks"`
+			TotalSize float64 `json:"totalSize"`
+		}
+		if err := json.Unmarshal(a.Result, &r); err != nil {
+			t.Fatalf("list: %s", a.raw)
+		}
+		var out []string
+		for _, t := range r.Tasks {
+			out = append(out, t.ID)
+		}
+		return out, r.TotalSize
+	}
+	if got, total := ids(inv); strings.Join(got, ",") != "t-inv" || total != 1 {
+		t.Errorf("investigator lists %v (total %v)", got, total)
+	}
+	if got, _ := ids(retail); strings.Join(got, ",") != "t-retail" {
+		t.Errorf("retail caller lists %v", got)
+	}
+}

@@ -11,6 +11,10 @@ var (
 	ErrBodyTooLarge = errors.New("request body exceeds the size limit")
 	ErrTooDeep      = errors.New("JSON nests deeper than the depth limit")
 	ErrMalformed    = errors.New("malformed JSON")
+	// ErrDuplicateKey: an object names one key twice. encoding/json merges the
+	// two, the agents' SDKs keep the last: writ would see another request than the
+	// agent, so it refuses the request.
+	ErrDuplicateKey = errors.New("duplicate key in a JSON object")
 )
 
 // CheckJSON reports ErrTooDeep when data nests objects and arrays deeper than
@@ -54,6 +58,70 @@ func CheckJSON(data []byte, maxDepth int) error {
 			return fmt.Errorf("%w at byte %d: %s", ErrMalformed, se.Offset, se.Error())
 		}
 		return fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	return duplicateKeys(data)
+}
+
+// duplicateKeys reports the first object key that appears twice in one object
+// (after decoding escapes). data is well-formed JSON.
+func duplicateKeys(data []byte) error {
+	type frame struct {
+		object, expectKey bool
+		keys              []string
+		seen              map[string]struct{} // replaces keys past 16, so a wide object stays linear
+	}
+	var stack []frame
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '{':
+			stack = append(stack, frame{object: true, expectKey: true})
+		case '[':
+			stack = append(stack, frame{})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if n := len(stack); n > 0 && stack[n-1].object {
+				stack[n-1].expectKey = true
+			}
+		case '"':
+			j, escaped := i+1, false
+			for ; j < len(data) && data[j] != '"'; j++ {
+				if data[j] == '\\' {
+					escaped = true
+					j++
+				}
+			}
+			n := len(stack)
+			if n > 0 && stack[n-1].object && stack[n-1].expectKey {
+				key := string(data[i+1 : j])
+				if escaped {
+					_ = json.Unmarshal(data[i:j+1], &key)
+				}
+				f := &stack[n-1]
+				if f.seen != nil {
+					if _, dup := f.seen[key]; dup {
+						return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
+					}
+					f.seen[key] = struct{}{}
+				} else {
+					for _, k := range f.keys {
+						if k == key {
+							return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
+						}
+					}
+					f.keys = append(f.keys, key)
+					if len(f.keys) > 16 {
+						f.seen = make(map[string]struct{}, 2*len(f.keys))
+						for _, k := range f.keys {
+							f.seen[k] = struct{}{}
+						}
+						f.keys = nil
+					}
+				}
+				f.expectKey = false
+			}
+			i = j
+		}
 	}
 	return nil
 }

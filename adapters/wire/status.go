@@ -44,6 +44,8 @@ func FaultOf(err error) *task.Fault {
 		return task.NewFault(task.KindTooLarge, err.Error())
 	case errors.Is(err, ErrTooDeep):
 		return task.NewFault(task.KindTooDeep, err.Error())
+	case errors.Is(err, ErrDuplicateKey):
+		return task.NewFault(task.KindInvalidParams, err.Error())
 	case errors.Is(err, ErrMalformed):
 		return task.NewFault(task.KindMalformed, err.Error())
 	}

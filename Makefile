@@ -66,3 +66,4 @@ fuzz:
 	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzParseREST$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./adapters/acp -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./adapters/wire -run='^$$' -fuzz='^FuzzSSEReader$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./adapters/wire -run='^$$' -fuzz='^FuzzDuplicateKeys$$' -fuzztime=$(FUZZTIME)

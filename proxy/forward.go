@@ -131,6 +131,14 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	if x.req.Operation == task.OpList && perr == nil {
 		body = s.ownTasksOnly(r.Context(), x, body)
 	}
+	writeAnswerHead(w, x, resp)
+	_, _ = w.Write(body)
+}
+
+// writeAnswerHead passes the upstream answer's status and end-to-end headers on,
+// with writ's decision id. The body may have been rewritten, so its length is
+// left to net/http.
+func writeAnswerHead(w http.ResponseWriter, x *exchange, resp *http.Response) {
 	h := w.Header()
 	for k, v := range resp.Header {
 		h[k] = v
@@ -139,7 +147,6 @@ func (s *Server) forward(w http.ResponseWriter, r *http.Request, x *exchange) {
 	h.Del("Content-Length")
 	h.Set(DecisionHeader, x.dec.ID)
 	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(body)
 }
 
 func joinPath(base, rest string) string {

@@ -19,14 +19,7 @@ import (
 // unchanged by it.
 func (s *Server) relayStream(w http.ResponseWriter, x *exchange, resp *http.Response, cancel context.CancelFunc) {
 	flusher, _ := w.(http.Flusher)
-	h := w.Header()
-	for k, v := range resp.Header {
-		h[k] = v
-	}
-	stripHop(h)
-	h.Del("Content-Length")
-	h.Set(DecisionHeader, x.dec.ID)
-	w.WriteHeader(resp.StatusCode)
+	writeAnswerHead(w, x, resp)
 	if flusher != nil {
 		flusher.Flush()
 	}

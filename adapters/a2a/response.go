@@ -62,16 +62,13 @@ func silent(op task.Operation) bool {
 func ParseResponseError(req *task.Request, status int, body []byte) ([]task.Event, error) {
 	if req.Protocol.Binding == task.BindingJSONRPC {
 		var env struct {
-			Error *struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
+			Error *rpcError `json:"error"`
 		}
 		if err := json.Unmarshal(body, &env); err != nil {
 			return nil, fmt.Errorf("upstream answer is not a JSON-RPC response: %w", err)
 		}
 		if env.Error != nil {
-			return []task.Event{{Kind: task.EventError, TaskID: req.TaskID, Err: upstreamFault(env.Error.Code, env.Error.Message)}}, nil
+			return rpcErrorEvent(req, env.Error), nil
 		}
 		return nil, nil
 	}
@@ -81,15 +78,17 @@ func ParseResponseError(req *task.Request, status int, body []byte) ([]task.Even
 	return nil, nil
 }
 
+// rpcErrorEvent is the error event of an upstream JSON-RPC error object.
+func rpcErrorEvent(req *task.Request, e *rpcError) []task.Event {
+	return []task.Event{{Kind: task.EventError, TaskID: req.TaskID, Err: upstreamFault(e.Code, e.Message)}}
+}
+
 // parseRPCResult parses one JSON-RPC response envelope.
 func parseRPCResult(body []byte, req *task.Request, d dialect) ([]task.Event, error) {
 	var env struct {
 		JSONRPC string          `json:"jsonrpc"`
 		Result  json.RawMessage `json:"result"`
-		Error   *struct {
-			Code    int    `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
+		Error   *rpcError       `json:"error"`
 	}
 	if err := json.Unmarshal(body, &env); err != nil {
 		return nil, fmt.Errorf("upstream answer is not a JSON-RPC response: %w", err)
@@ -98,7 +97,7 @@ func parseRPCResult(body []byte, req *task.Request, d dialect) ([]task.Event, er
 		return nil, fmt.Errorf("upstream answer is not a JSON-RPC 2.0 response")
 	}
 	if env.Error != nil {
-		return []task.Event{{Kind: task.EventError, TaskID: req.TaskID, Err: upstreamFault(env.Error.Code, env.Error.Message)}}, nil
+		return rpcErrorEvent(req, env.Error), nil
 	}
 	if len(env.Result) == 0 {
 		return nil, fmt.Errorf("upstream JSON-RPC response has neither result nor error")

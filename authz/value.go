@@ -53,6 +53,16 @@ func (in *Input) Value() ast.Value {
 // engines and policy revisions; OPA never mutates input values.
 var subValues, _ = lru.New[[32]byte, ast.Value](8192)
 
+// memo returns the cached value under key, building and caching it on a miss.
+func memo(key [32]byte, build func() ast.Value) ast.Value {
+	if v, ok := subValues.Get(key); ok {
+		return v
+	}
+	v := build()
+	subValues.Add(key, v)
+	return v
+}
+
 // digestOf hashes a tag and strings with length prefixes.
 func digestOf(tag byte, fields ...string) [32]byte {
 	h := sha256.New()
@@ -76,13 +86,7 @@ func (c *InputCaller) value() ast.Value {
 	fields := []string{strconv.FormatBool(c.Authenticated), c.Method, c.Issuer, c.AgentID, c.UserID, c.Tenant,
 		string(cd[:]), strconv.Itoa(len(c.Scopes))}
 	fields = append(append(append(fields, c.Scopes...), strconv.Itoa(len(c.Chain))), c.Chain...)
-	key := digestOf('c', fields...)
-	if v, ok := subValues.Get(key); ok {
-		return v
-	}
-	v := c.build()
-	subValues.Add(key, v)
-	return v
+	return memo(digestOf('c', fields...), c.build)
 }
 
 func (c *InputCaller) build() ast.Value {
@@ -109,13 +113,7 @@ func (t *InputTarget) value() ast.Value {
 	for _, s := range t.Skills {
 		fields = append(append(fields, "skill", s.ID, strconv.Itoa(len(s.Tags))), s.Tags...)
 	}
-	key := digestOf('t', fields...)
-	if v, ok := subValues.Get(key); ok {
-		return v
-	}
-	v := t.build()
-	subValues.Add(key, v)
-	return v
+	return memo(digestOf('t', fields...), t.build)
 }
 
 func (t *InputTarget) build() ast.Value {

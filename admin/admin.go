@@ -9,7 +9,7 @@
 //	GET  /readyz             200 when a policy is loaded and Deps.Ready passes, else 503 with the reason
 //	GET  /v1/policy          the live policy: revision, files, load time, test counts, last reload
 //	POST /v1/policy/reload   reload now: 200 with the new revision, or 422 while the old one keeps serving
-//	GET  /v1/tasks/{id}      the task's lifecycle record (never message content, push tokens or credentials)
+//	GET  /v1/agents/{agent}/tasks/{id}  the task's lifecycle record (never message content, push tokens or credentials)
 //	GET  /metrics            Deps.Metrics, when set
 //	     /debug/pprof/...    net/http/pprof, only when Deps.Pprof
 //
@@ -42,7 +42,7 @@ type Deps struct {
 	// Reloader reloads the policy (POST /v1/policy/reload) and remembers the
 	// last attempt (GET /v1/policy).
 	Reloader *authz.Reloader
-	// Store holds the task lifecycle records (GET /v1/tasks/{id}).
+	// Store holds the task lifecycle records (GET /v1/agents/{agent}/tasks/{id}).
 	Store task.Store
 	// Ready is the readiness check beyond a loaded policy (the wiring passes one
 	// that fetches each upstream's card); nil means ready once the policy is
@@ -72,7 +72,7 @@ func New(d Deps) http.Handler {
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("GET /v1/policy", a.policy)
 	mux.HandleFunc("POST /v1/policy/reload", a.reload)
-	mux.HandleFunc("GET /v1/tasks/{id}", a.task)
+	mux.HandleFunc("GET /v1/agents/{agent}/tasks/{id}", a.task)
 	if d.Metrics != nil {
 		mux.Handle("GET /metrics", d.Metrics)
 	}
@@ -219,7 +219,7 @@ func (a *api) reload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ans)
 }
 
-// TaskView is the answer of GET /v1/tasks/{id}: a task's lifecycle record for
+// TaskView is the answer of GET /v1/agents/{agent}/tasks/{id}: a task's lifecycle record for
 // operators. It is built field by field from the record, so message content,
 // push tokens and credentials cannot appear in it.
 type TaskView struct {
@@ -284,7 +284,7 @@ func (a *api) task(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
-	rec, ok, err := a.d.Store.Get(r.Context(), id)
+	rec, ok, err := a.d.Store.Get(r.Context(), task.Ref{Agent: r.PathValue("agent"), ID: id})
 	switch {
 	case errors.Is(err, task.ErrNotFound) || (err == nil && !ok):
 		writeError(w, http.StatusNotFound, "task not found")

@@ -237,14 +237,14 @@ func TestTask(t *testing.T) {
 	if err := store.Create(ctx, rec); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.SetPush(ctx, "t-1", task.PushConfig{ID: "cb-1",
+	if _, err := store.SetPush(ctx, task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"}, task.PushConfig{ID: "cb-1",
 		URL:   "https://ops:hunter2@hooks.agents.bank.ae:8443/hooks/SECRET-path?sig=SECRET",
 		Token: "tok-SECRET-9f2", AuthScheme: "Bearer", Credentials: "cred-SECRET-77a"}); err != nil {
 		t.Fatal(err)
 	}
 	h := admin.New(admin.Deps{Store: store})
 
-	code, body := do(t, h, "GET", "/v1/tasks/t-1")
+	code, body := do(t, h, "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1")
 	if code != 200 {
 		t.Fatalf("%d %s", code, body)
 	}
@@ -275,21 +275,21 @@ func TestTask(t *testing.T) {
 		t.Errorf("a push config shows more than id, host and auth scheme: %v", pc)
 	}
 
-	if code, body := do(t, h, "GET", "/v1/tasks/nope"); code != 404 || !strings.Contains(body, "task not found") {
+	if code, body := do(t, h, "GET", "/v1/agents/sanctions-screening-agent/tasks/nope"); code != 404 || !strings.Contains(body, "task not found") {
 		t.Errorf("unknown task: %d %s", code, body)
 	}
-	if code, _ := do(t, h, "DELETE", "/v1/tasks/t-1"); code != http.StatusMethodNotAllowed {
+	if code, _ := do(t, h, "DELETE", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != http.StatusMethodNotAllowed {
 		t.Errorf("DELETE: %d", code)
 	}
 	// An id with a slash is reachable escaped.
-	_ = store.Create(ctx, task.Record{Task: task.Task{ID: "a/b", State: task.Queued}})
-	if code, body := do(t, h, "GET", "/v1/tasks/a%2Fb"); code != 200 || !strings.Contains(body, `"a/b"`) {
+	_ = store.Create(ctx, task.Record{Task: task.Task{ID: "a/b", State: task.Queued}, Agent: "sanctions-screening-agent"})
+	if code, body := do(t, h, "GET", "/v1/agents/sanctions-screening-agent/tasks/a%2Fb"); code != 200 || !strings.Contains(body, `"a/b"`) {
 		t.Errorf("escaped id: %d %s", code, body)
 	}
-	if code, _ := do(t, admin.New(admin.Deps{}), "GET", "/v1/tasks/t-1"); code != 503 {
+	if code, _ := do(t, admin.New(admin.Deps{}), "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != 503 {
 		t.Errorf("no store: %d", code)
 	}
-	if code, body := do(t, admin.New(admin.Deps{Store: failing{}}), "GET", "/v1/tasks/t-1"); code != 500 || strings.Contains(body, "disk") {
+	if code, body := do(t, admin.New(admin.Deps{Store: failing{}}), "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != 500 || strings.Contains(body, "disk") {
 		t.Errorf("store failure: %d %s", code, body)
 	}
 }
@@ -315,7 +315,7 @@ func TestTaskViewNeverShowsSecrets(t *testing.T) {
 // failing is a store whose backend is down.
 type failing struct{ task.Store }
 
-func (failing) Get(context.Context, string) (task.Record, bool, error) {
+func (failing) Get(context.Context, task.Ref) (task.Record, bool, error) {
 	return task.Record{}, false, errors.New("disk on fire")
 }
 
@@ -354,7 +354,7 @@ func TestMetrics(t *testing.T) {
 func TestUnknownRoutes(t *testing.T) {
 	f := newFixture(t)
 	h := admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl, Store: task.NewMemoryStore(task.MemoryLimits{})})
-	for _, p := range []string{"/", "/v1", "/v1/", "/v1/policy/", "/v1/tasks", "/v1/tasks/", "/v1/tasks/a/b", "/healthz/x", "/metrics"} {
+	for _, p := range []string{"/", "/v1", "/v1/", "/v1/policy/", "/v1/tasks", "/v1/tasks/t-1", "/v1/agents/x/tasks/", "/v1/agents/x/tasks/a/b", "/healthz/x", "/metrics"} {
 		if code, _ := do(t, h, "GET", p); code != 404 {
 			t.Errorf("GET %s: %d", p, code)
 		}

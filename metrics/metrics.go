@@ -2,6 +2,7 @@
 package metrics
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -595,7 +596,11 @@ func (c *taskStates) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *taskStates) Collect(ch chan<- prometheus.Metric) {
-	by := c.store.Stats().ByState
+	st, err := c.store.Stats(context.Background())
+	if err != nil {
+		return // the store is down: no series rather than wrong ones
+	}
+	by := st.ByState
 	for _, s := range task.States {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(by[s]), string(s))
 	}

@@ -210,7 +210,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := w.store.Apply(ctx, "s-1", task.Event{Kind: task.EventStatus, TaskID: "s-1", State: task.Running}); err != nil {
+	if _, _, err := w.store.Apply(ctx, task.Ref{Agent: sanctions, ID: "s-1"}, task.Event{Kind: task.EventStatus, TaskID: "s-1", State: task.Running}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -564,7 +564,7 @@ func TestThroughProxy(t *testing.T) {
 	s.want(t, "writ_upstream_invalid_responses_total", counter, map[string]float64{"": 0})
 	s.want(t, "writ_upstream_duration_seconds", histogram, map[string]float64{L("route", sanctions): 1, L("route", deadAgent): 1})
 	s.want(t, "writ_tasks_created_total", counter, map[string]float64{"": 1})
-	st := w.store.Stats()
+	st, _ := w.store.Stats(context.Background())
 	tasks := map[string]float64{}
 	for _, state := range task.States {
 		tasks[L("state", string(state))] = float64(st.ByState[state])

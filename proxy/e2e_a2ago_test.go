@@ -102,7 +102,7 @@ func TestA2AGoAgent(t *testing.T) {
 	if status != 200 || state != "completed" {
 		t.Fatalf("send: %d %s", status, a.raw)
 	}
-	rec, ok, _ := w.store.Get(context.Background(), id)
+	rec, ok, _ := w.task(id)
 	if !ok || rec.Task.State != task.Succeeded || rec.Task.Owner.AgentID != "payments-investigator" ||
 		rec.Agent != "sanctions-screening-agent" || rec.Task.Classification != task.Restricted {
 		t.Fatalf("record %+v", rec)
@@ -192,7 +192,7 @@ func TestA2AGoAgent(t *testing.T) {
 	if _, state := result03(t, a); state != "completed" {
 		t.Fatalf("reply: %s", a.raw)
 	}
-	if rec, _, _ := w.store.Get(context.Background(), cid); rec.Task.State != task.Succeeded {
+	if rec, _, _ := w.task(cid); rec.Task.State != task.Succeeded {
 		t.Errorf("clarifier record %+v", rec)
 	}
 
@@ -249,7 +249,7 @@ func TestA2AGoStream(t *testing.T) {
 	if strings.Join(kinds, ",") != "task,status-update,artifact-update,status-update" {
 		t.Fatalf("events %v", kinds)
 	}
-	rec, ok, _ := w.store.Get(context.Background(), id)
+	rec, ok, _ := w.task(id)
 	if !ok || rec.Task.State != task.Succeeded || len(rec.Task.Artifacts) != 1 || rec.Task.Artifacts[0] != "sanctions-screening" {
 		t.Fatalf("record %+v", rec)
 	}

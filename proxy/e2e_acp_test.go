@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -49,7 +48,7 @@ func TestACPAgent(t *testing.T) {
 	if resp.StatusCode != 200 || a.Status != "completed" {
 		t.Fatalf("sync run: %d %s", resp.StatusCode, body)
 	}
-	rec, ok, _ := h.store.Get(context.Background(), a.RunID)
+	rec, ok, _ := h.task(a.RunID)
 	if !ok || rec.Task.State != task.Succeeded || rec.Task.Owner.AgentID != "retail-bot" || rec.Protocol != "acp" {
 		t.Fatalf("record %+v", rec)
 	}
@@ -85,7 +84,7 @@ func TestACPAgent(t *testing.T) {
 			}
 		}
 	}
-	if rec, ok, _ := h.store.Get(context.Background(), streamed); !ok || rec.Task.State != task.Succeeded {
+	if rec, ok, _ := h.task(streamed); !ok || rec.Task.State != task.Succeeded {
 		t.Fatalf("streamed run record %+v", rec)
 	}
 

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -63,7 +62,7 @@ func TestJSClientAndAgentThroughWrit(t *testing.T) {
 				t.Fatalf("send: %v", lines)
 			}
 			id, _ := lines[len(lines)-1]["taskId"].(string)
-			if rec, ok, _ := h.store.Get(context.Background(), id); !ok || rec.Task.State != task.Succeeded || rec.Version != "1.0" {
+			if rec, ok, _ := h.task(id); !ok || rec.Task.State != task.Succeeded || rec.Version != "1.0" {
 				t.Fatalf("record of %s: %+v", id, rec)
 			}
 			st = states(jsClient(t, h, "/", tok, "stream", binding))

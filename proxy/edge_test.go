@@ -136,7 +136,7 @@ func TestMalformedStreamLine(t *testing.T) {
 	if len(events) != 3 || !strings.Contains(events[1], `"code":-32006`) || strings.Contains(string(body), "this is not json") {
 		t.Fatalf("stream = %q", body)
 	}
-	rec, ok, _ := h.store.Get(t.Context(), "t-9")
+	rec, ok, _ := h.task("t-9")
 	if !ok || rec.Task.State != task.Succeeded || rec.Task.Owner.AgentID != "payments-investigator" {
 		t.Fatalf("record = %+v %v", rec, ok)
 	}

@@ -34,7 +34,11 @@ func (s *Server) maybeFollow(x *exchange, events []task.Event) {
 			continue
 		}
 		seen[ev.TaskID] = true
-		rec, ok, _ := s.store.Get(context.Background(), ev.TaskID)
+		rec, ok, err := s.store.Get(context.Background(), task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID})
+		if err != nil {
+			s.log.Error("lifecycle store unavailable; the task is not followed", "task_id", ev.TaskID, "error", err)
+			continue
+		}
 		// A task waiting for its caller (input, auth) moves only when the caller
 		// replies, and that reply's own answer is observed: following it too would
 		// race two observers of one task.
@@ -70,7 +74,11 @@ func (s *Server) follow(x *exchange, id string) {
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, followMax)
-		rec, ok, _ := s.store.Get(ctx, id)
+		rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+		if err != nil {
+			s.log.Warn("following a task: the lifecycle store is unavailable; retrying", "task_id", id, "error", err)
+			continue
+		}
 		if !ok || rec.Task.State.Terminal() {
 			return
 		}
@@ -143,6 +151,6 @@ func (s *Server) subscribe(ctx context.Context, x *exchange, id string) bool {
 			s.observe(ctx, fx, events)
 		}
 	}
-	rec, ok, _ := s.store.Get(ctx, id)
-	return !ok || rec.Task.State.Terminal()
+	rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+	return err == nil && (!ok || rec.Task.State.Terminal())
 }

@@ -29,13 +29,10 @@ func (s *Server) lookupTask(ctx context.Context, x *exchange) *task.Fault {
 	if !continues(&x.req) {
 		return nil
 	}
-	rec, ok, err := s.store.Get(ctx, x.req.TaskID)
+	rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID})
 	if err != nil {
 		s.log.Error("lifecycle store unavailable; the request is denied", "error", err)
 		return task.NewFault(task.KindInternal, "the task lifecycle store is unavailable")
-	}
-	if ok && rec.Agent != x.rt.agent.Name {
-		return notFound(x.req.TaskID)
 	}
 	if !ok {
 		if s.cfg.Lifecycle.UnknownTasks != "allow" {
@@ -75,52 +72,59 @@ func (s *Server) observe(ctx context.Context, x *exchange, events []task.Event) 
 		if ev.TaskID == "" || ev.Kind == task.EventMessage || ev.Kind == task.EventError {
 			continue
 		}
-		prev, known, _ := s.store.Get(ctx, ev.TaskID)
-		rec, err := s.store.Apply(ctx, ev.TaskID, ev)
-		switch {
-		case errors.Is(err, task.ErrNotFound) || !known:
-			if err = s.create(ctx, x, ev); err == nil {
-				s.attachPush(ctx, x, ev.TaskID)
-				if created, ok, _ := s.store.Get(ctx, ev.TaskID); ok {
-					s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskCreated, Route: x.rt.agent.Name,
-						TaskID: ev.TaskID, ContextID: created.Task.ContextID, To: created.Task.State})
-					s.artifactEvents(x, task.Record{}, created)
-					s.notify(created)
-				}
+		ref := task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID}
+		prev, rec, err := s.store.Apply(ctx, ref, ev)
+		if errors.Is(err, task.ErrNotFound) {
+			created, ok, cerr := s.create(ctx, x, ev)
+			if cerr != nil {
+				s.log.Error("lifecycle store: recording a new task failed", "task_id", ev.TaskID, "error", cerr)
+				continue
 			}
-		case err == nil:
+			if !ok {
+				continue
+			}
+			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskCreated, Route: x.rt.agent.Name,
+				TaskID: ev.TaskID, ContextID: created.Task.ContextID, To: created.Task.State})
+			s.artifactEvents(x, task.Record{}, created)
+			s.notify(created)
+			continue
+		}
+		var te *task.TransitionError
+		switch {
+		case err == nil || errors.As(err, &te):
 			s.artifactEvents(x, prev, rec)
 			if rec.Task.State != prev.Task.State {
 				s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskStateChanged, Route: x.rt.agent.Name,
 					TaskID: ev.TaskID, ContextID: rec.Task.ContextID, From: prev.Task.State, To: rec.Task.State})
 			}
 			if x.req.Push != nil && x.req.TaskID == ev.TaskID && !x.pushAttached {
-				s.attachPush(ctx, x, ev.TaskID) // a reply that sets a new config
-				rec, _, _ = s.store.Get(ctx, ev.TaskID)
+				// A reply that sets a new config.
+				if p, ok := s.attachPush(ctx, x, ref); ok {
+					rec.Push = append(rec.Push, p)
+				}
 			}
 			if rec.Task.State != prev.Task.State {
 				s.notify(rec)
 			}
+		default:
+			s.log.Error("lifecycle store: recording an event failed", "task_id", ev.TaskID, "error", err)
 		}
-		var te *task.TransitionError
-		switch {
-		case errors.As(err, &te):
+		if te != nil {
 			s.stats.Violations.Add(1)
 			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskViolation, Route: x.rt.agent.Name,
 				TaskID: ev.TaskID, ContextID: prev.Task.ContextID, From: te.From, To: te.To})
 			s.log.Warn("protocol violation: the upstream reported an illegal transition; the stored state is kept",
 				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "from", te.From, "to", te.To)
-		case err != nil:
-			s.log.Error("lifecycle store: recording an event failed", "task_id", ev.TaskID, "error", err)
 		}
 	}
 }
 
-// create records a newly revealed task. Only the request that created it (a send
+// create records a newly revealed task and returns it as stored; ok is false
+// when this request may not create it. Only the request that created it (a send
 // or stream without a task id, or a follow-up under the migration rule) may.
-func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) error {
+func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) (task.Record, bool, error) {
 	if x.req.TaskID != "" && x.req.TaskID != ev.TaskID && s.cfg.Lifecycle.UnknownTasks != "allow" {
-		return nil
+		return task.Record{}, false, nil
 	}
 	switch x.req.Operation {
 	case task.OpSend, task.OpStream:
@@ -128,33 +132,48 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) error {
 		// A follow-up under the migration rule records only the task it names: a
 		// list (or any answer revealing other tasks) claims nothing for its caller.
 		if s.cfg.Lifecycle.UnknownTasks != "allow" || x.req.TaskID != ev.TaskID {
-			return nil
+			return task.Record{}, false, nil
 		}
 	}
 	state := ev.State
+	if state == "" && ev.Task != nil {
+		state = ev.Task.State
+	}
 	if state == "" {
 		state = task.Queued
 	}
 	level := task.Level(x.input.Task.Classification)
-	now := time.Now()
 	rec := task.Record{
 		Task: task.Task{ID: ev.TaskID, ContextID: ev.ContextID, State: state, Chain: x.caller.Chain,
 			Owner:          task.Owner{AgentID: x.caller.AgentID, Tenant: x.caller.Tenant, UserID: x.caller.UserID},
 			Classification: level},
 		Agent: x.rt.agent.Name, Protocol: x.req.Protocol.Name, Version: x.req.Protocol.Version,
-		Created: now, Updated: now,
 	}
 	if ev.Task != nil {
 		rec.Task.Artifacts = ev.Task.Artifacts
+		if rec.Task.ContextID == "" {
+			rec.Task.ContextID = ev.Task.ContextID
+		}
 	}
 	if ev.Artifact != nil && ev.Artifact.Name != "" {
 		rec.Task.Artifacts = append(rec.Task.Artifacts, ev.Artifact.Name)
 	}
+	ref := rec.Ref()
 	err := s.store.Create(ctx, rec)
 	if errors.Is(err, task.ErrExists) { // created concurrently: apply instead
-		_, err = s.store.Apply(ctx, ev.TaskID, ev)
+		_, _, err = s.store.Apply(ctx, ref, ev)
+		var te *task.TransitionError
+		if errors.As(err, &te) {
+			err = nil
+		}
+		return task.Record{}, false, err
 	}
-	return err
+	if err != nil {
+		return task.Record{}, false, err
+	}
+	s.attachPush(ctx, x, ref)
+	created, ok, err := s.store.Get(ctx, ref)
+	return created, ok, err
 }
 
 // artifactEvents reports the artifact names rec has that prev had not.
@@ -177,12 +196,16 @@ func (s *Server) artifactEvents(x *exchange, prev, rec task.Record) {
 // unless lifecycle.unknown_tasks lets them through (migration).
 func (s *Server) ownTasksOnly(ctx context.Context, x *exchange, body []byte) []byte {
 	out, removed, err := x.edge.FilterTaskList(&x.req, body, func(id string) bool {
-		rec, ok, _ := s.store.Get(ctx, id)
+		rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+		if err != nil {
+			s.log.Error("lifecycle store unavailable; a listed task is removed", "error", err)
+			return false
+		}
 		if !ok {
 			return s.cfg.Lifecycle.UnknownTasks == "allow"
 		}
 		o := rec.Task.Owner
-		return rec.Agent == x.rt.agent.Name && o.Tenant == x.caller.Tenant && o.AgentID == x.caller.AgentID
+		return o.Tenant == x.caller.Tenant && o.AgentID == x.caller.AgentID
 	})
 	if err != nil {
 		s.log.Warn("a list answer could not be filtered; passed on empty", "agent", x.rt.agent.Name, "error", err)

@@ -31,7 +31,7 @@ func TestIllegalTransitionKeepsState(t *testing.T) {
 	if _, a := h.rpc("/", tok, "1.0", "GetTask", map[string]any{"id": "t-7"}); a.Error != nil {
 		t.Fatalf("get: %s", a.raw)
 	}
-	rec, ok, _ := h.store.Get(t.Context(), "t-7")
+	rec, ok, _ := h.task("t-7")
 	if !ok || rec.Task.State != task.Succeeded || rec.Violations != 1 || h.px.Stats().Violations.Load() != 1 {
 		t.Fatalf("record %+v ok=%v violations=%d", rec, ok, h.px.Stats().Violations.Load())
 	}

@@ -40,7 +40,7 @@ func (s *Server) servePush(w http.ResponseWriter, x *exchange) {
 	var configs []task.PushConfig
 	switch x.req.Operation {
 	case task.OpPushSet:
-		p, err := s.store.SetPush(ctx, x.req.TaskID, *x.req.Push)
+		p, err := s.store.SetPush(ctx, task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID}, *x.req.Push)
 		if err != nil {
 			s.fail(w, x, pushFault(x, err))
 			return
@@ -60,7 +60,7 @@ func (s *Server) servePush(w http.ResponseWriter, x *exchange) {
 	case task.OpPushList:
 		configs = x.record.Push
 	case task.OpPushDelete:
-		if err := s.store.DeletePush(ctx, x.req.TaskID, x.req.PushConfigID); err != nil {
+		if err := s.store.DeletePush(ctx, task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID}, x.req.PushConfigID); err != nil {
 			s.fail(w, x, pushFault(x, err))
 			return
 		}
@@ -84,15 +84,19 @@ func pushFault(x *exchange, err error) *task.Fault {
 	return task.NewFault(task.KindInternal, "the push config could not be stored")
 }
 
-// attachPush stores a send's push config on the task the answer revealed.
-func (s *Server) attachPush(ctx context.Context, x *exchange, taskID string) {
+// attachPush stores a send's push config on the task the answer revealed and
+// returns it as stored.
+func (s *Server) attachPush(ctx context.Context, x *exchange, ref task.Ref) (task.PushConfig, bool) {
 	if !s.pushOn() || x.req.Push == nil || x.pushAttached {
-		return
+		return task.PushConfig{}, false
 	}
 	x.pushAttached = true
-	if _, err := s.store.SetPush(ctx, taskID, *x.req.Push); err != nil {
-		s.log.Warn("the send's push config was not stored", "task_id", taskID, "error", err)
+	p, err := s.store.SetPush(ctx, ref, *x.req.Push)
+	if err != nil {
+		s.log.Warn("the send's push config was not stored", "task_id", ref.ID, "error", err)
+		return task.PushConfig{}, false
 	}
+	return p, true
 }
 
 // notify queues one notification per push config of a task whose state writ

@@ -22,7 +22,7 @@ func TestListDoesNotClaimTasks(t *testing.T) {
 	if _, a := h.rpc("/", h.token(retailBot), "1.0", "ListTasks", map[string]any{}); a.Error != nil {
 		t.Fatalf("list: %s", a.raw)
 	}
-	if rec, ok, _ := h.store.Get(t.Context(), "t-migrated"); ok {
+	if rec, ok, _ := h.task("t-migrated"); ok {
 		t.Fatalf("a list recorded t-migrated as owned by %+v", rec.Task.Owner)
 	}
 }

@@ -4,32 +4,36 @@ import (
 	"container/list"
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
-
-	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
-// Default limits of a MemoryStore.
+// Default limits of a store.
 const (
-	DefaultMaxTasks     = 100_000
-	DefaultMaxPerOwner  = 10_000
-	DefaultTTL          = 24 * time.Hour
-	DefaultMaxArtifacts = 256
+	DefaultMaxTasks        = 100_000
+	DefaultMaxPerOwner     = 10_000
+	DefaultTTL             = 24 * time.Hour
+	DefaultMaxArtifacts    = 256
+	DefaultMaxPushPerTask  = 10
+	DefaultMaxPushPerOwner = 1000
 )
 
-// MemoryLimits bound a MemoryStore. A zero or negative field takes its default.
+// MemoryLimits bound a store (the memory store, and the others through
+// WithDefaults). A zero or negative field takes its default.
 type MemoryLimits struct {
-	// MaxTasks bounds the number of records. Beyond it the least recently updated
-	// record is evicted.
+	// MaxTasks bounds the number of records. Beyond it the store evicts an
+	// expired record, else the least recently updated finished one, else the
+	// heaviest owner's least recently updated record.
 	MaxTasks int
-	// MaxPerOwner bounds the records of one owner (Owner.Tenant and
-	// Owner.AgentID; all anonymous callers share one owner). Beyond it that
-	// owner's least recently updated record is evicted, never another owner's, so
-	// one noisy caller cannot flush everyone else's tasks.
+	// MaxContexts bounds the context owners kept (default MaxTasks).
+	MaxContexts int
+	// MaxPerOwner bounds the records (and, separately, the contexts) of one
+	// owner (Owner.Tenant and Owner.AgentID; all anonymous callers share one
+	// owner). Beyond it that owner's oldest record goes — a finished one first —
+	// never another owner's.
 	MaxPerOwner int
-	// TTL is how long a record lives after its last update (Create or Apply).
+	// TTL is how long a record lives after its last update (Create or Apply),
+	// and a context after its last claim.
 	TTL time.Duration
 	// MaxArtifacts bounds the artifact names kept per task; later names are
 	// dropped. It keeps an upstream that streams endless artifacts from growing a
@@ -40,78 +44,24 @@ type MemoryLimits struct {
 	// MaxPushPerOwner bounds the push configs of one owner across tasks
 	// (default 1000).
 	MaxPushPerOwner int
+	// MaxTombstones bounds the evicted tasks whose owner is remembered (default
+	// MaxTasks/10, at least 1024).
+	MaxTombstones int
+	// OnEvict, when set, is called once per eviction, after the store's lock is
+	// released, from the goroutine whose write caused it: keep it fast.
+	OnEvict func(Eviction)
 	// Now is the store's clock; nil means time.Now. It must be safe for
 	// concurrent use. Tests set it to drive expiry.
 	Now func() time.Time
 }
 
-// StoreStats is a snapshot of a MemoryStore's contents and counters, for metrics.
-type StoreStats struct {
-	// Tasks is the number of records held.
-	Tasks int
-	// ByState counts the records held in each state; every state is present.
-	ByState map[State]int
-	// Evicted counts records dropped to honour MaxTasks or MaxPerOwner.
-	Evicted uint64
-	// Expired counts records dropped because their TTL ran out.
-	Expired uint64
-	// Violations counts the illegal transitions Apply refused, over the store's
-	// lifetime (including tasks since forgotten).
-	Violations uint64
-}
-
-var _ Store = (*MemoryStore)(nil)
-
-// MemoryStore is the embedded Store: a bounded in-process map of records.
-//
-// Records live in one LRU ordered by last update (Get does not count as use), so
-// the least recently updated record is both the one evicted for room and the
-// first to expire. Expiry is lazy: Get and Apply treat a record past its TTL as
-// gone, and every write first removes expired records from the old end of the LRU,
-// which makes it amortised O(1) with no background goroutine and nothing to close.
-// Each owner also has its own update-ordered list, so that owner's oldest record
-// is found in O(1). Every removal (eviction, expiry, delete) goes through the
-// LRU's eviction callback, which is the one place that keeps the per-owner lists
-// and the per-state counts in step with the LRU.
-type MemoryStore struct {
-	limits MemoryLimits
-
-	mu sync.RWMutex
-	// lru holds every record, keyed by task id, most recently updated first.
-	// Reads use Peek so that only writes move a record.
-	lru *simplelru.LRU[string, *entry]
-	// owners holds, per owner key, that owner's entries, least recently updated
-	// first. An owner with no records has no list.
-	owners  map[string]*list.List
-	byState map[State]int
-	// ownerPush counts each owner's push configs across tasks.
-	ownerPush map[string]int
-	pushSeq   uint64
-	// why says why the record being removed goes; the callback reads it.
-	why                          removal
-	evicted, expired, violations uint64
-}
-
-// entry is one stored record with its place in its owner's list.
-type entry struct {
-	rec   Record
-	owner string
-	elem  *list.Element
-}
-
-// removal is why a record leaves the store.
-type removal uint8
-
-const (
-	removeEvicted removal = iota // over MaxTasks (the LRU's own eviction) or MaxPerOwner
-	removeExpired
-	removeDeleted
-)
-
-// NewMemoryStore returns an empty MemoryStore bounded by l.
-func NewMemoryStore(l MemoryLimits) *MemoryStore {
+// WithDefaults returns l with every zero or negative field set to its default.
+func (l MemoryLimits) WithDefaults() MemoryLimits {
 	if l.MaxTasks <= 0 {
 		l.MaxTasks = DefaultMaxTasks
+	}
+	if l.MaxContexts <= 0 {
+		l.MaxContexts = l.MaxTasks
 	}
 	if l.MaxPerOwner <= 0 {
 		l.MaxPerOwner = DefaultMaxPerOwner
@@ -122,338 +72,454 @@ func NewMemoryStore(l MemoryLimits) *MemoryStore {
 	if l.MaxArtifacts <= 0 {
 		l.MaxArtifacts = DefaultMaxArtifacts
 	}
+	if l.MaxPushPerTask <= 0 {
+		l.MaxPushPerTask = DefaultMaxPushPerTask
+	}
+	if l.MaxPushPerOwner <= 0 {
+		l.MaxPushPerOwner = DefaultMaxPushPerOwner
+	}
+	if l.MaxTombstones <= 0 {
+		l.MaxTombstones = max(1024, l.MaxTasks/10)
+	}
 	if l.Now == nil {
 		l.Now = time.Now
 	}
-	if l.MaxPushPerTask <= 0 {
-		l.MaxPushPerTask = 10
-	}
-	if l.MaxPushPerOwner <= 0 {
-		l.MaxPushPerOwner = 1000
-	}
-	m := &MemoryStore{
-		limits:    l,
-		owners:    make(map[string]*list.List),
+	return l
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// MemoryStore is the in-process Store: bounded maps of records and context
+// owners, lost when the process ends (tests and the demo; `writ serve` keeps a
+// durable store by default).
+//
+// Every record sits in three update-ordered lists: all records (for expiry),
+// finished records (evicted first), and its owner's records (see fairIndex).
+// Expiry is lazy: reads treat a record past its TTL as gone, and every write
+// first removes expired records from the old end, which keeps it amortised
+// O(1) with no background goroutine and nothing to close.
+type MemoryStore struct {
+	limits MemoryLimits
+
+	mu       sync.RWMutex
+	tasks    map[Ref]*entry
+	byAge    list.List // *entry, least recently updated first
+	finished list.List // *entry in a terminal state, least recently updated first
+	owners   fairIndex
+	byState  map[State]int
+	// ownerPush counts each owner's push configs across tasks.
+	ownerPush map[string]int
+	pushSeq   uint64
+
+	contexts  map[Ref]*ctxEntry
+	ctxByAge  list.List // *ctxEntry, least recently claimed first
+	ctxOwners fairIndex
+
+	tombs     map[Ref]Owner
+	tombOrder list.List // Ref, oldest first
+
+	evictions                    []Eviction // collected under mu, reported after
+	evicted, expired, violations uint64
+}
+
+// entry is one stored record with its places in the store's lists.
+type entry struct {
+	rec   Record
+	owner string
+	age   *list.Element
+	fin   *list.Element // nil while the task is live
+	own   *list.Element
+}
+
+// ctxEntry is one context's owner.
+type ctxEntry struct {
+	ref     Ref
+	owner   Owner
+	key     string
+	updated time.Time
+	age     *list.Element
+	own     *list.Element
+}
+
+// NewMemoryStore returns an empty MemoryStore bounded by l.
+func NewMemoryStore(l MemoryLimits) *MemoryStore {
+	return &MemoryStore{
+		limits:    l.WithDefaults(),
+		tasks:     make(map[Ref]*entry),
+		owners:    newFairIndex(),
 		byState:   make(map[State]int, len(States)),
 		ownerPush: make(map[string]int),
+		contexts:  make(map[Ref]*ctxEntry),
+		ctxOwners: newFairIndex(),
+		tombs:     make(map[Ref]Owner),
 	}
-	lru, err := simplelru.NewLRU(l.MaxTasks, m.removed)
-	if err != nil { // unreachable: the size is positive
-		panic(err)
-	}
-	m.lru = lru
-	return m
 }
 
 // Limits returns the limits in force, defaults filled in.
 func (m *MemoryStore) Limits() MemoryLimits { return m.limits }
 
-// ownerKey is the per-owner bound's key. The NUL cannot occur in a tenant name
+// OwnerKey is the per-owner bound's key. The NUL cannot occur in a tenant name
 // from a token or a path, so two different owners never share a key.
-func ownerKey(o Owner) string { return o.Tenant + "\x00" + o.AgentID }
+func OwnerKey(o Owner) string { return o.Tenant + "\x00" + o.AgentID }
+
+// write runs f under the write lock, after removing expired entries, and
+// reports the evictions it caused once the lock is released.
+func (m *MemoryStore) write(f func(now time.Time) error) error {
+	m.mu.Lock()
+	// The clock is read under the lock so that update times follow list order.
+	now := m.limits.Now()
+	m.sweep(now)
+	err := f(now)
+	ev := m.evictions
+	m.evictions = nil
+	m.mu.Unlock()
+	if m.limits.OnEvict != nil {
+		for _, e := range ev {
+			m.limits.OnEvict(e)
+		}
+	}
+	return err
+}
 
 // Get implements Store. It takes a read lock only, so lookups run in parallel.
-func (m *MemoryStore) Get(_ context.Context, id string) (Record, bool, error) {
+func (m *MemoryStore) Get(_ context.Context, ref Ref) (Record, bool, error) {
 	now := m.limits.Now()
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	e, ok := m.lru.Peek(id)
-	if !ok || m.expiredAt(e, now) {
+	e, ok := m.tasks[ref]
+	if !ok || m.expiredAt(e.rec.Updated, now) {
 		return Record{}, false, nil
 	}
 	return e.rec.clone(), true, nil
 }
 
-// Create implements Store. Making room evicts the owner's least recently updated
-// record if the owner is at MaxPerOwner, and otherwise the store's least recently
-// updated record if the store is at MaxTasks.
+// Create implements Store.
 func (m *MemoryStore) Create(_ context.Context, r Record) error {
-	if r.Task.ID == "" {
-		return fmt.Errorf("%w: no task id", ErrInvalidRecord)
+	if err := ValidRecord(&r); err != nil {
+		return err
 	}
-	if !r.Task.State.Valid() {
-		return fmt.Errorf("%w: task %q has unknown state %q", ErrInvalidRecord, r.Task.ID, r.Task.State)
-	}
-	e := &entry{rec: stored(r, m.limits.MaxArtifacts), owner: ownerKey(r.Task.Owner)}
-	id := r.Task.ID
-
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	// The clock is read under the lock so that update times follow LRU order.
-	now := m.limits.Now()
-	m.sweep(now)
-	if old, ok := m.lru.Peek(id); ok {
-		if !m.expiredAt(old, now) {
-			return fmt.Errorf("task %q: %w", id, ErrExists)
+	ref := r.Ref()
+	rec := Stored(r, m.limits.MaxArtifacts)
+	return m.write(func(now time.Time) error {
+		if old, ok := m.tasks[ref]; ok {
+			if !m.expiredAt(old.rec.Updated, now) {
+				return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, ErrExists)
+			}
+			m.drop(old)
+			m.expired++
 		}
-		m.remove(id, removeExpired)
-	}
-	if e.rec.Created.IsZero() {
-		e.rec.Created = now
-	}
-	e.rec.Updated = now
+		if rec.Created.IsZero() {
+			rec.Created = now
+		}
+		rec.Updated = now
+		e := &entry{rec: rec, owner: OwnerKey(rec.Task.Owner)}
+		if m.owners.count(e.owner) >= m.limits.MaxPerOwner {
+			v, _ := m.owners.oldest(e.owner)
+			m.evict(v.(*entry), EvictedOwnerFull)
+		} else if len(m.tasks) >= m.limits.MaxTasks {
+			m.evict(m.victim(), EvictedStoreFull)
+		}
+		m.insert(e)
+		delete(m.tombs, ref) // the task is known again; its owner is on record
+		return nil
+	})
+}
 
-	if ol := m.owners[e.owner]; ol != nil && ol.Len() >= m.limits.MaxPerOwner {
-		m.remove(ol.Front().Value.(*entry).rec.Task.ID, removeEvicted)
+// victim is the record to evict when the store is full: the least recently
+// updated finished record, else the heaviest owner's least recently updated.
+// Expired records are gone already (sweep runs first). m.mu must be held.
+func (m *MemoryStore) victim() *entry {
+	if f := m.finished.Front(); f != nil {
+		return f.Value.(*entry)
 	}
-	ol := m.owners[e.owner] // looked up again: the removal may have dropped the list
-	if ol == nil {
-		ol = list.New()
-		m.owners[e.owner] = ol
+	owner, _ := m.owners.heaviest()
+	v, _ := m.owners.oldest(owner)
+	return v.(*entry)
+}
+
+// insert adds e to the maps and lists. m.mu must be held for writing.
+func (m *MemoryStore) insert(e *entry) {
+	done := e.rec.Task.State.Terminal()
+	m.tasks[e.rec.Ref()] = e
+	e.age = m.byAge.PushBack(e)
+	if done {
+		e.fin = m.finished.PushBack(e)
 	}
-	e.elem = ol.PushBack(e)
+	e.own = m.owners.add(e.owner, e, done)
 	m.byState[e.rec.Task.State]++
 	if n := len(e.rec.Push); n > 0 {
 		m.ownerPush[e.owner] += n
 	}
-	m.lru.Add(id, e) // at MaxTasks this evicts the oldest through m.removed
-	return nil
 }
 
-// Apply implements Store.
-func (m *MemoryStore) Apply(_ context.Context, id string, ev Event) (Record, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.limits.Now()
-	m.sweep(now)
-	e, ok := m.lru.Peek(id)
-	if ok && m.expiredAt(e, now) {
-		m.remove(id, removeExpired)
-		ok = false
+// drop removes e from the maps and lists. m.mu must be held for writing.
+func (m *MemoryStore) drop(e *entry) {
+	delete(m.tasks, e.rec.Ref())
+	m.byAge.Remove(e.age)
+	if e.fin != nil {
+		m.finished.Remove(e.fin)
 	}
-	if !ok {
-		return Record{}, fmt.Errorf("task %q: %w", id, ErrNotFound)
-	}
-
-	rec := &e.rec
-	var err error
-	to := ev.State
-	if to == "" && ev.Task != nil {
-		to = ev.Task.State
-	}
-	if to != "" {
-		from := rec.Task.State
-		next, aerr := Observe(from, to)
-		switch {
-		case aerr != nil:
-			rec.Violations++
-			m.violations++
-			err = aerr
-		case next != from:
-			m.byState[from]--
-			m.byState[next]++
-			rec.Task.State = next
-		}
-	}
-	if rec.Task.ContextID == "" {
-		rec.Task.ContextID = ev.ContextID
-		if rec.Task.ContextID == "" && ev.Task != nil {
-			rec.Task.ContextID = ev.Task.ContextID
-		}
-	}
-	if ev.Task != nil {
-		for _, name := range ev.Task.Artifacts {
-			addArtifact(&rec.Task, name, m.limits.MaxArtifacts)
-		}
-	}
-	if a := ev.Artifact; a != nil {
-		name := a.Name
-		if name == "" {
-			name = a.ID
-		}
-		addArtifact(&rec.Task, name, m.limits.MaxArtifacts)
-	}
-
-	rec.Updated = now
-	m.lru.Get(id) // an update is a use: move to the front
-	m.owners[e.owner].MoveToBack(e.elem)
-	return rec.clone(), err
-}
-
-// Delete implements Store.
-func (m *MemoryStore) Delete(_ context.Context, id string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.limits.Now()
-	m.sweep(now)
-	e, ok := m.lru.Peek(id)
-	if !ok {
-		return fmt.Errorf("task %q: %w", id, ErrNotFound)
-	}
-	if m.expiredAt(e, now) {
-		m.remove(id, removeExpired)
-		return fmt.Errorf("task %q: %w", id, ErrNotFound)
-	}
-	m.remove(id, removeDeleted)
-	return nil
-}
-
-// Len implements Store. It counts live records only: expired ones are removed
-// first.
-func (m *MemoryStore) Len() int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(m.limits.Now())
-	return m.lru.Len()
-}
-
-// Stats returns the store's contents and counters. Expired records are removed
-// first, so ByState counts live records only.
-func (m *MemoryStore) Stats() StoreStats {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.sweep(m.limits.Now())
-	by := make(map[State]int, len(States))
-	for _, s := range States {
-		by[s] = m.byState[s]
-	}
-	return StoreStats{
-		Tasks:      m.lru.Len(),
-		ByState:    by,
-		Evicted:    m.evicted,
-		Expired:    m.expired,
-		Violations: m.violations,
-	}
-}
-
-// expiredAt reports whether e's TTL has run out at now.
-func (m *MemoryStore) expiredAt(e *entry, now time.Time) bool {
-	return !now.Before(e.rec.Updated.Add(m.limits.TTL))
-}
-
-// sweep removes expired records from the old end of the LRU. Each record is
-// removed once, so the cost is amortised over the writes that created them. If
-// the clock ever steps back, the order may hide an expired record behind a live
-// one; lookups still check each record's own time, and a later sweep gets it.
-// m.mu must be held for writing.
-func (m *MemoryStore) sweep(now time.Time) {
-	for {
-		id, e, ok := m.lru.GetOldest()
-		if !ok || !m.expiredAt(e, now) {
-			return
-		}
-		m.remove(id, removeExpired)
-	}
-}
-
-// remove drops the record id, counting it as why. m.mu must be held for writing.
-func (m *MemoryStore) remove(id string, why removal) {
-	m.why = why
-	m.lru.Remove(id)
-	m.why = removeEvicted // the LRU's own evictions (in Add) call back with no remove
-}
-
-// removed is the LRU's eviction callback, run for every record that leaves the
-// store (under m.mu): it keeps the owner lists and state counts in step.
-func (m *MemoryStore) removed(_ string, e *entry) {
-	if ol := m.owners[e.owner]; ol != nil {
-		ol.Remove(e.elem)
-		if ol.Len() == 0 {
-			delete(m.owners, e.owner)
-		}
-	}
+	m.owners.remove(e.owner, e.own, e.fin != nil)
 	m.byState[e.rec.Task.State]--
 	if n := len(e.rec.Push); n > 0 {
 		if m.ownerPush[e.owner] -= n; m.ownerPush[e.owner] <= 0 {
 			delete(m.ownerPush, e.owner)
 		}
 	}
-	switch m.why {
-	case removeEvicted:
-		m.evicted++
-	case removeExpired:
+}
+
+// evict drops e to honour a bound, remembers its owner and reports it.
+func (m *MemoryStore) evict(e *entry, reason string) {
+	m.drop(e)
+	m.evicted++
+	ref := e.rec.Ref()
+	if _, ok := m.tombs[ref]; !ok {
+		m.tombOrder.PushBack(ref)
+		for m.tombOrder.Len() > m.limits.MaxTombstones {
+			delete(m.tombs, m.tombOrder.Remove(m.tombOrder.Front()).(Ref))
+		}
+	}
+	m.tombs[ref] = e.rec.Task.Owner
+	m.evictions = append(m.evictions, Eviction{Ref: ref, Owner: e.rec.Task.Owner, State: e.rec.Task.State, Reason: reason})
+}
+
+// touch makes e the most recently updated record. m.mu must be held.
+func (m *MemoryStore) touch(e *entry, now time.Time) {
+	e.rec.Updated = now
+	m.byAge.MoveToBack(e.age)
+	if e.fin != nil {
+		m.finished.MoveToBack(e.fin)
+	}
+	m.owners.touch(e.owner, e.own, e.fin != nil)
+}
+
+// live returns the entry of ref for a write, or ErrNotFound. m.mu must be held
+// for writing.
+func (m *MemoryStore) live(ref Ref, now time.Time) (*entry, error) {
+	e, ok := m.tasks[ref]
+	if ok && m.expiredAt(e.rec.Updated, now) {
+		m.drop(e)
 		m.expired++
+		ok = false
 	}
-}
-
-// stored is the copy of r that a store keeps: no content, artifact names
-// deduplicated and bounded.
-func stored(r Record, maxArtifacts int) Record {
-	names := r.Task.Artifacts
-	r = r.clone()
-	r.Task.InputText, r.Task.OutputText = "", ""
-	r.Task.Artifacts = nil
-	for _, name := range names {
-		addArtifact(&r.Task, name, maxArtifacts)
-	}
-	return r
-}
-
-// addArtifact appends name to t's artifact names unless it is empty, already
-// there, or the list is full. The scan is bounded by MaxArtifacts.
-func addArtifact(t *Task, name string, limit int) {
-	if name == "" || len(t.Artifacts) >= limit || slices.Contains(t.Artifacts, name) {
-		return
-	}
-	t.Artifacts = append(t.Artifacts, name)
-}
-
-// live returns the entry of id for a write, or ErrNotFound. m.mu must be held for
-// writing.
-func (m *MemoryStore) live(id string, now time.Time) (*entry, error) {
-	e, ok := m.lru.Peek(id)
 	if !ok {
-		return nil, fmt.Errorf("task %q: %w", id, ErrNotFound)
-	}
-	if m.expiredAt(e, now) {
-		m.remove(id, removeExpired)
-		return nil, fmt.Errorf("task %q: %w", id, ErrNotFound)
+		return nil, fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, ErrNotFound)
 	}
 	return e, nil
 }
 
+// Apply implements Store.
+func (m *MemoryStore) Apply(_ context.Context, ref Ref, ev Event) (prev, next Record, err error) {
+	werr := m.write(func(now time.Time) error {
+		e, lerr := m.live(ref, now)
+		if lerr != nil {
+			return lerr
+		}
+		prev = e.rec.clone()
+		from := e.rec.Task.State
+		err = ApplyEvent(&e.rec, ev, m.limits.MaxArtifacts)
+		if err != nil {
+			m.violations++
+		}
+		if to := e.rec.Task.State; to != from {
+			m.byState[from]--
+			m.byState[to]++
+			if to.Terminal() && e.fin == nil {
+				e.own = m.owners.finish(e.owner, e.own)
+				e.fin = m.finished.PushBack(e)
+			}
+		}
+		m.touch(e, now)
+		next = e.rec.clone()
+		return nil
+	})
+	if werr != nil {
+		return Record{}, Record{}, werr
+	}
+	return prev, next, err
+}
+
+// Delete implements Store.
+func (m *MemoryStore) Delete(_ context.Context, ref Ref) error {
+	return m.write(func(now time.Time) error {
+		e, err := m.live(ref, now)
+		if err != nil {
+			return err
+		}
+		m.drop(e)
+		return nil
+	})
+}
+
 // SetPush implements Store. Setting a config counts as an update of the task.
-func (m *MemoryStore) SetPush(_ context.Context, id string, p PushConfig) (PushConfig, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.limits.Now()
-	m.sweep(now)
-	e, err := m.live(id, now)
+func (m *MemoryStore) SetPush(_ context.Context, ref Ref, p PushConfig) (PushConfig, error) {
+	err := m.write(func(now time.Time) error {
+		e, err := m.live(ref, now)
+		if err != nil {
+			return err
+		}
+		if p.ID == "" {
+			m.pushSeq++
+			p.ID = fmt.Sprintf("push-%d", m.pushSeq)
+		}
+		for i := range e.rec.Push {
+			if e.rec.Push[i].ID == p.ID {
+				e.rec.Push[i] = p
+				m.touch(e, now)
+				return nil
+			}
+		}
+		if len(e.rec.Push) >= m.limits.MaxPushPerTask {
+			return fmt.Errorf("task %q: %w (%d per task)", ref.ID, ErrPushLimit, m.limits.MaxPushPerTask)
+		}
+		if m.ownerPush[e.owner] >= m.limits.MaxPushPerOwner {
+			return fmt.Errorf("task %q: %w (%d per owner)", ref.ID, ErrPushLimit, m.limits.MaxPushPerOwner)
+		}
+		e.rec.Push = append(e.rec.Push, p)
+		m.ownerPush[e.owner]++
+		m.touch(e, now)
+		return nil
+	})
 	if err != nil {
 		return PushConfig{}, err
 	}
-	if p.ID == "" {
-		m.pushSeq++
-		p.ID = fmt.Sprintf("push-%d", m.pushSeq)
-	}
-	for i := range e.rec.Push {
-		if e.rec.Push[i].ID == p.ID {
-			e.rec.Push[i] = p
-			return p, nil
-		}
-	}
-	if len(e.rec.Push) >= m.limits.MaxPushPerTask {
-		return PushConfig{}, fmt.Errorf("task %q: %w (%d per task)", id, ErrPushLimit, m.limits.MaxPushPerTask)
-	}
-	if m.ownerPush[e.owner] >= m.limits.MaxPushPerOwner {
-		return PushConfig{}, fmt.Errorf("task %q: %w (%d per owner)", id, ErrPushLimit, m.limits.MaxPushPerOwner)
-	}
-	e.rec.Push = append(e.rec.Push, p)
-	m.ownerPush[e.owner]++
-	e.rec.Updated = now
-	m.lru.Get(id)
-	m.owners[e.owner].MoveToBack(e.elem)
 	return p, nil
 }
 
 // DeletePush implements Store.
-func (m *MemoryStore) DeletePush(_ context.Context, id, cid string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := m.limits.Now()
-	m.sweep(now)
-	e, err := m.live(id, now)
-	if err != nil {
-		return err
-	}
-	for i := range e.rec.Push {
-		if e.rec.Push[i].ID == cid {
-			e.rec.Push = append(e.rec.Push[:i:i], e.rec.Push[i+1:]...)
-			if m.ownerPush[e.owner]--; m.ownerPush[e.owner] <= 0 {
-				delete(m.ownerPush, e.owner)
-			}
-			return nil
+func (m *MemoryStore) DeletePush(_ context.Context, ref Ref, cid string) error {
+	return m.write(func(now time.Time) error {
+		e, err := m.live(ref, now)
+		if err != nil {
+			return err
 		}
+		for i := range e.rec.Push {
+			if e.rec.Push[i].ID == cid {
+				e.rec.Push = append(e.rec.Push[:i:i], e.rec.Push[i+1:]...)
+				if m.ownerPush[e.owner]--; m.ownerPush[e.owner] <= 0 {
+					delete(m.ownerPush, e.owner)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("task %q config %q: %w", ref.ID, cid, ErrPushNotFound)
+	})
+}
+
+// ClaimContext implements Store.
+func (m *MemoryStore) ClaimContext(_ context.Context, ref Ref, owner Owner) (Owner, error) {
+	var on Owner
+	err := m.write(func(now time.Time) error {
+		if c, ok := m.contexts[ref]; ok {
+			if !m.expiredAt(c.updated, now) {
+				on = c.owner
+				if SameOwner(c.owner, owner) {
+					c.updated = now
+					m.ctxByAge.MoveToBack(c.age)
+					m.ctxOwners.touch(c.key, c.own, false)
+				}
+				return nil
+			}
+			m.dropContext(c)
+		}
+		c := &ctxEntry{ref: ref, owner: owner, key: OwnerKey(owner), updated: now}
+		if m.ctxOwners.count(c.key) >= m.limits.MaxPerOwner {
+			v, _ := m.ctxOwners.oldest(c.key)
+			m.evictContext(v.(*ctxEntry), EvictedOwnerFull)
+		} else if len(m.contexts) >= m.limits.MaxContexts {
+			heavy, _ := m.ctxOwners.heaviest()
+			v, _ := m.ctxOwners.oldest(heavy)
+			m.evictContext(v.(*ctxEntry), EvictedStoreFull)
+		}
+		m.contexts[ref] = c
+		c.age = m.ctxByAge.PushBack(c)
+		c.own = m.ctxOwners.add(c.key, c, false)
+		on = owner
+		return nil
+	})
+	return on, err
+}
+
+// Context implements Store.
+func (m *MemoryStore) Context(_ context.Context, ref Ref) (Owner, bool, error) {
+	now := m.limits.Now()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	c, ok := m.contexts[ref]
+	if !ok || m.expiredAt(c.updated, now) {
+		return Owner{}, false, nil
 	}
-	return fmt.Errorf("task %q config %q: %w", id, cid, ErrPushNotFound)
+	return c.owner, true, nil
+}
+
+func (m *MemoryStore) dropContext(c *ctxEntry) {
+	delete(m.contexts, c.ref)
+	m.ctxByAge.Remove(c.age)
+	m.ctxOwners.remove(c.key, c.own, false)
+}
+
+func (m *MemoryStore) evictContext(c *ctxEntry, reason string) {
+	m.dropContext(c)
+	m.evicted++
+	m.evictions = append(m.evictions, Eviction{Ref: c.ref, Context: true, Owner: c.owner, Reason: reason})
+}
+
+// Tombstone implements Store.
+func (m *MemoryStore) Tombstone(_ context.Context, ref Ref) (Owner, bool, error) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	o, ok := m.tombs[ref]
+	return o, ok, nil
+}
+
+// Len is the number of live records the store holds (expired ones are removed
+// first).
+func (m *MemoryStore) Len() int {
+	n := 0
+	_ = m.write(func(time.Time) error { n = len(m.tasks); return nil })
+	return n
+}
+
+// Stats implements Store. Expired records are removed first, so ByState counts
+// live records only.
+func (m *MemoryStore) Stats(context.Context) (StoreStats, error) {
+	var s StoreStats
+	err := m.write(func(time.Time) error {
+		by := make(map[State]int, len(States))
+		for _, st := range States {
+			by[st] = m.byState[st]
+		}
+		s = StoreStats{Tasks: len(m.tasks), Contexts: len(m.contexts), ByState: by,
+			Evicted: m.evicted, Expired: m.expired, Violations: m.violations}
+		return nil
+	})
+	return s, err
+}
+
+// expiredAt reports whether something last updated at t has outlived the TTL.
+func (m *MemoryStore) expiredAt(t, now time.Time) bool {
+	return !now.Before(t.Add(m.limits.TTL))
+}
+
+// sweep removes expired records and contexts from the old ends of their lists.
+// Each is removed once, so the cost is amortised over the writes that created
+// them. If the clock ever steps back, the order may hide an expired entry
+// behind a live one; lookups still check each entry's own time, and a later
+// sweep gets it. m.mu must be held for writing.
+func (m *MemoryStore) sweep(now time.Time) {
+	for f := m.byAge.Front(); f != nil; f = m.byAge.Front() {
+		e := f.Value.(*entry)
+		if !m.expiredAt(e.rec.Updated, now) {
+			break
+		}
+		m.drop(e)
+		m.expired++
+	}
+	for f := m.ctxByAge.Front(); f != nil; f = m.ctxByAge.Front() {
+		c := f.Value.(*ctxEntry)
+		if !m.expiredAt(c.updated, now) {
+			break
+		}
+		m.dropContext(c)
+	}
 }

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -14,7 +15,8 @@ import (
 )
 
 // These tests are white-box: after each step they check the store's internal
-// bookkeeping (owner lists, state counts) against its LRU.
+// bookkeeping (owner lists, state counts, lists) against its maps. The contract
+// itself is task/storetest's suite, run against the memory store below.
 
 // fakeClock is a settable clock, safe for concurrent use.
 type fakeClock struct {
@@ -36,6 +38,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+func ref(id string) Ref { return Ref{Agent: "a", ID: id} }
+
 func ownedBy(id, tenant, agent string, st State) Record {
 	return Record{Task: Task{ID: id, State: st, Owner: Owner{Tenant: tenant, AgentID: agent}}, Agent: "a"}
 }
@@ -50,7 +54,7 @@ func create(t *testing.T, m *MemoryStore, r Record) {
 
 func apply(t *testing.T, m *MemoryStore, id string, st State) {
 	t.Helper()
-	if _, err := m.Apply(context.Background(), id, Event{Kind: EventStatus, State: st}); err != nil {
+	if _, _, err := m.Apply(context.Background(), ref(id), Event{Kind: EventStatus, State: st}); err != nil {
 		t.Fatalf("Apply(%q, %s): %v", id, st, err)
 	}
 	checkInvariants(t, m)
@@ -60,15 +64,20 @@ func apply(t *testing.T, m *MemoryStore, id string, st State) {
 func present(m *MemoryStore, ids ...string) []string {
 	var got []string
 	for _, id := range ids {
-		if _, ok, _ := m.Get(context.Background(), id); ok {
+		if _, ok, _ := m.Get(context.Background(), ref(id)); ok {
 			got = append(got, id)
 		}
 	}
 	return got
 }
 
-// checkInvariants verifies that the owner lists and state counts describe exactly
-// the records in the LRU, and that the bounds hold.
+func mstats(m *MemoryStore) StoreStats {
+	s, _ := m.Stats(context.Background())
+	return s
+}
+
+// checkInvariants verifies that the lists, owner index and state counts
+// describe exactly the records in the map, and that the bounds hold.
 func checkInvariants(t *testing.T, m *MemoryStore) {
 	t.Helper()
 	m.mu.RLock()
@@ -76,54 +85,85 @@ func checkInvariants(t *testing.T, m *MemoryStore) {
 	states := map[State]int{}
 	perOwner := map[string]int{}
 	var prev time.Time
-	for _, id := range m.lru.Keys() { // oldest first
-		e, _ := m.lru.Peek(id)
-		if e.rec.Task.ID != id {
-			t.Fatalf("LRU key %q holds record %q", id, e.rec.Task.ID)
+	n := 0
+	for el := m.byAge.Front(); el != nil; el = el.Next() {
+		e := el.Value.(*entry)
+		n++
+		if got, ok := m.tasks[e.rec.Ref()]; !ok || got != e || e.age != el {
+			t.Fatalf("age list holds %v, which the map does not hold as listed", e.rec.Ref())
 		}
-		if e.owner != ownerKey(e.rec.Task.Owner) {
-			t.Fatalf("record %q has owner key %q, want %q", id, e.owner, ownerKey(e.rec.Task.Owner))
+		if e.owner != OwnerKey(e.rec.Task.Owner) {
+			t.Fatalf("record %q has owner key %q", e.rec.Task.ID, e.owner)
 		}
 		if e.rec.Updated.Before(prev) {
-			t.Fatalf("LRU order is not update order at %q", id)
+			t.Fatalf("age order is not update order at %q", e.rec.Task.ID)
+		}
+		if (e.fin != nil) != e.rec.Task.State.Terminal() {
+			t.Fatalf("record %q (%s) finished-list membership %v", e.rec.Task.ID, e.rec.Task.State, e.fin != nil)
 		}
 		prev = e.rec.Updated
 		states[e.rec.Task.State]++
 		perOwner[e.owner]++
 	}
-	if n := m.lru.Len(); n > m.limits.MaxTasks {
+	if n != len(m.tasks) {
+		t.Fatalf("age list %d, map %d", n, len(m.tasks))
+	}
+	if n > m.limits.MaxTasks {
 		t.Fatalf("%d records, over MaxTasks %d", n, m.limits.MaxTasks)
+	}
+	fin := 0
+	for el := m.finished.Front(); el != nil; el = el.Next() {
+		if e := el.Value.(*entry); e.fin != el || !e.rec.Task.State.Terminal() {
+			t.Fatalf("finished list holds %q (%s) wrongly", e.rec.Task.ID, e.rec.Task.State)
+		}
+		fin++
+	}
+	if want := states[Succeeded] + states[Cancelled] + states[Failed] + states[Rejected]; fin != want {
+		t.Fatalf("finished list %d, finished records %d", fin, want)
 	}
 	for _, s := range States {
 		if m.byState[s] != states[s] {
 			t.Fatalf("byState[%s] = %d, records in that state: %d", s, m.byState[s], states[s])
 		}
 	}
-	for s, n := range m.byState {
-		if !s.Valid() && n != 0 {
-			t.Fatalf("byState counts %d records in unknown state %q", n, s)
+	if len(m.owners.owners) != len(perOwner) {
+		t.Fatalf("%d owners indexed, %d owners with records", len(m.owners.owners), len(perOwner))
+	}
+	top := 0
+	for key, o := range m.owners.owners {
+		c := o.count()
+		if c != perOwner[key] || c == 0 {
+			t.Fatalf("owner %q: indexed %d, %d records", key, c, perOwner[key])
+		}
+		if c > m.limits.MaxPerOwner {
+			t.Fatalf("owner %q has %d records, over MaxPerOwner %d", key, c, m.limits.MaxPerOwner)
+		}
+		if o.bucket == nil || o.bucket.Value.(string) != key {
+			t.Fatalf("owner %q is not in a bucket", key)
+		}
+		top = max(top, c)
+		for _, l := range []*list.List{&o.live, &o.done} {
+			var prev time.Time
+			for el := l.Front(); el != nil; el = el.Next() {
+				e := el.Value.(*entry)
+				if e.own != el || e.owner != key || (l == &o.done) != (e.fin != nil) {
+					t.Fatalf("owner %q lists %q wrongly", key, e.rec.Task.ID)
+				}
+				if e.rec.Updated.Before(prev) {
+					t.Fatalf("owner %q list is not in update order at %q", key, e.rec.Task.ID)
+				}
+				prev = e.rec.Updated
+			}
 		}
 	}
-	if len(m.owners) != len(perOwner) {
-		t.Fatalf("%d owner lists, %d owners with records", len(m.owners), len(perOwner))
+	if m.owners.top != top {
+		t.Fatalf("owner index top %d, heaviest owner holds %d", m.owners.top, top)
 	}
-	for key, ol := range m.owners {
-		if ol.Len() != perOwner[key] || ol.Len() == 0 {
-			t.Fatalf("owner %q: list of %d, %d records", key, ol.Len(), perOwner[key])
-		}
-		if ol.Len() > m.limits.MaxPerOwner {
-			t.Fatalf("owner %q has %d records, over MaxPerOwner %d", key, ol.Len(), m.limits.MaxPerOwner)
-		}
-		var prev time.Time
-		for el := ol.Front(); el != nil; el = el.Next() {
-			e := el.Value.(*entry)
-			if stored, ok := m.lru.Peek(e.rec.Task.ID); !ok || stored != e || e.elem != el || e.owner != key {
-				t.Fatalf("owner %q lists %q, which the LRU does not hold as listed", key, e.rec.Task.ID)
+	for c, b := range m.owners.buckets {
+		for el := b.Front(); el != nil; el = el.Next() {
+			if o := m.owners.owners[el.Value.(string)]; o == nil || o.count() != c || o.bucket != el {
+				t.Fatalf("bucket %d lists owner %q wrongly", c, el.Value)
 			}
-			if e.rec.Updated.Before(prev) {
-				t.Fatalf("owner %q list is not in update order at %q", key, e.rec.Task.ID)
-			}
-			prev = e.rec.Updated
 		}
 	}
 }
@@ -151,184 +191,42 @@ func TestMemoryStoreLimitsDefaults(t *testing.T) {
 	}
 }
 
-func TestMemoryStoreMaxTasksEvictsLeastRecentlyUpdated(t *testing.T) {
-	clock := newFakeClock()
-	m := NewMemoryStore(MemoryLimits{MaxTasks: 3, Now: clock.Now})
-	ctx := context.Background()
-	for i, id := range []string{"a", "b", "c"} {
-		create(t, m, ownedBy(id, "t", strconv.Itoa(i), Queued)) // three owners: only MaxTasks binds
-		clock.Advance(time.Second)
-	}
-	apply(t, m, "a", Running) // a is now the most recently updated
-	if _, ok, _ := m.Get(ctx, "b"); !ok {
-		t.Fatal("b missing")
-	} // a read is not a use: b stays the oldest
-	clock.Advance(time.Second)
-
-	steps := []struct {
-		create string
-		want   []string
-	}{
-		{"d", []string{"a", "c", "d"}},
-		{"e", []string{"a", "d", "e"}},
-		{"f", []string{"d", "e", "f"}},
-	}
-	for _, st := range steps {
-		create(t, m, ownedBy(st.create, "t", st.create, Queued))
-		clock.Advance(time.Second)
-		if got := present(m, "a", "b", "c", "d", "e", "f"); !slices.Equal(got, st.want) {
-			t.Errorf("after creating %s: held %v, want %v", st.create, got, st.want)
-		}
-	}
-	if s := m.Stats(); s.Tasks != 3 || s.Evicted != 3 || s.Expired != 0 {
-		t.Errorf("Stats = %+v, want 3 tasks, 3 evicted", s)
-	}
-	if m.Len() != 3 {
-		t.Errorf("Len = %d, want 3", m.Len())
-	}
-}
-
-func TestMemoryStoreMaxPerOwner(t *testing.T) {
-	clock := newFakeClock()
-	m := NewMemoryStore(MemoryLimits{MaxTasks: 10, MaxPerOwner: 2, Now: clock.Now})
-	step := func() { clock.Advance(time.Second) }
-
-	create(t, m, ownedBy("x1", "acme", "noisy", Queued))
-	step()
-	create(t, m, ownedBy("y1", "acme", "quiet", Queued))
-	step()
-	create(t, m, ownedBy("x2", "acme", "noisy", Queued))
-	step()
-	create(t, m, ownedBy("y2", "acme", "quiet", Queued))
-	step()
-	apply(t, m, "x1", Running) // x2 is now noisy's least recently updated
-	step()
-
-	create(t, m, ownedBy("x3", "acme", "noisy", Queued))
-	step()
-	if got, want := present(m, "x1", "x2", "x3", "y1", "y2"), []string{"x1", "x3", "y1", "y2"}; !slices.Equal(got, want) {
-		t.Fatalf("held %v, want %v (only noisy's oldest evicted)", got, want)
-	}
-
-	// A flood from one owner never touches another's tasks, even when quiet's
-	// tasks are the oldest in the store.
-	for i := range 50 {
-		create(t, m, ownedBy(fmt.Sprintf("flood%d", i), "acme", "noisy", Queued))
-		step()
-	}
-	if got := present(m, "y1", "y2"); len(got) != 2 {
-		t.Errorf("quiet's tasks after the flood: %v, want both", got)
-	}
-	if got := present(m, "flood48", "flood49"); len(got) != 2 {
-		t.Errorf("noisy's newest tasks: %v, want both", got)
-	}
-	if n := m.Len(); n != 4 {
-		t.Errorf("Len = %d, want 4 (2 per owner)", n)
-	}
-	if s := m.Stats(); s.Evicted != 51 {
-		t.Errorf("Evicted = %d, want 51", s.Evicted)
-	}
-
-	// The same agent in another tenant is another owner; the user id is not part
-	// of the key.
-	create(t, m, ownedBy("z1", "globex", "noisy", Queued))
-	r := ownedBy("z2", "globex", "noisy", Queued)
-	r.Task.Owner.UserID = "someone-else"
-	create(t, m, r)
-	if got := present(m, "flood48", "flood49", "z1", "z2"); len(got) != 4 {
-		t.Errorf("held %v, want all four", got)
-	}
-	create(t, m, ownedBy("z3", "globex", "noisy", Queued))
-	if got := present(m, "z1", "z2", "z3"); !slices.Equal(got, []string{"z2", "z3"}) {
-		t.Errorf("held %v, want [z2 z3]", got)
-	}
-}
-
-// TestMemoryStoreOwnerBookkeepingUnderLRUEviction: records leaving through the
-// global LRU bound must leave their owner's list too, or the owner would be
-// refused room it has.
-func TestMemoryStoreOwnerBookkeepingUnderLRUEviction(t *testing.T) {
+// TestMemoryStoreOwnerBookkeepingUnderGlobalEviction: records leaving through
+// the global bound must leave their owner's lists too, or the owner would be
+// refused room it has; and the global bound takes the heaviest owner's oldest.
+func TestMemoryStoreOwnerBookkeepingUnderGlobalEviction(t *testing.T) {
 	clock := newFakeClock()
 	m := NewMemoryStore(MemoryLimits{MaxTasks: 3, MaxPerOwner: 2, Now: clock.Now})
 	for _, id := range []string{"a1", "a2", "b1", "b2", "c1", "c2"} {
 		create(t, m, ownedBy(id, "t", id[:1], Queued)) // owner a, b or c
 		clock.Advance(time.Second)
 	}
-	// The LRU bound evicted a1, a2 and b1; owner a has no records left.
+	// b2 evicted a1 (a was heaviest), c1 evicted b1 (b was), c2 evicted a2 (all
+	// held one; a came down to one first): owner a has no records left.
 	if got := present(m, "a1", "a2", "b1", "b2", "c1", "c2"); !slices.Equal(got, []string{"b2", "c1", "c2"}) {
 		t.Fatalf("held %v", got)
 	}
 	m.mu.RLock()
-	_, hasA := m.owners[ownerKey(Owner{Tenant: "t", AgentID: "a"})]
-	nb := m.owners[ownerKey(Owner{Tenant: "t", AgentID: "b"})].Len()
+	hasA := m.owners.count(OwnerKey(Owner{Tenant: "t", AgentID: "a"})) > 0
+	nb := m.owners.count(OwnerKey(Owner{Tenant: "t", AgentID: "b"}))
 	m.mu.RUnlock()
 	if hasA || nb != 1 {
 		t.Fatalf("owner lists out of step: a listed %v, b has %d", hasA, nb)
 	}
 	// With room in the store, b has room for a second task without losing b2 to
 	// its own bound.
-	if err := m.Delete(context.Background(), "c1"); err != nil {
+	if err := m.Delete(context.Background(), ref("c1")); err != nil {
 		t.Fatal(err)
 	}
 	create(t, m, ownedBy("b3", "t", "b", Queued))
 	if got := present(m, "b2", "b3"); len(got) != 2 {
 		t.Errorf("b's tasks %v, want [b2 b3]", got)
 	}
-	if s := m.Stats(); s.Evicted != 3 {
+	if s := mstats(m); s.Evicted != 3 {
 		t.Errorf("Evicted = %d, want 3", s.Evicted)
 	}
 }
 
-func TestMemoryStoreTTL(t *testing.T) {
-	clock := newFakeClock()
-	m := NewMemoryStore(MemoryLimits{TTL: 10 * time.Second, MaxPerOwner: 2, Now: clock.Now})
-	ctx := context.Background()
-
-	create(t, m, ownedBy("a", "t", "x", Queued))
-	create(t, m, ownedBy("b", "t", "x", Queued))
-	steps := []struct {
-		advance time.Duration
-		apply   string // applied after advancing, if set
-		want    []string
-		expired uint64
-	}{
-		{6 * time.Second, "a", []string{"a", "b"}, 0},           // t=6: a updated, expires at 16
-		{3 * time.Second, "", []string{"a", "b"}, 0},            // t=9: reading b does not keep it
-		{time.Second, "", []string{"a"}, 1},                     // t=10: b expired
-		{6*time.Second - time.Nanosecond, "", []string{"a"}, 1}, // just before 16
-		{time.Nanosecond, "", nil, 2},                           // t=16: a expired
-	}
-	for i, st := range steps {
-		clock.Advance(st.advance)
-		if st.apply != "" {
-			apply(t, m, st.apply, Running)
-		}
-		if got := present(m, "a", "b"); !slices.Equal(got, st.want) {
-			t.Errorf("step %d: held %v, want %v", i, got, st.want)
-		}
-		if n := m.Len(); n != len(st.want) {
-			t.Errorf("step %d: Len = %d, want %d", i, n, len(st.want))
-		}
-		checkInvariants(t, m)
-		if s := m.Stats(); s.Expired != st.expired || s.Tasks != len(st.want) {
-			t.Errorf("step %d: Stats = %+v, want %d expired", i, s, st.expired)
-		}
-	}
-
-	if _, err := m.Apply(ctx, "a", Event{Kind: EventStatus, State: Running}); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Apply to an expired task: %v, want ErrNotFound", err)
-	}
-	if err := m.Delete(ctx, "a"); !errors.Is(err, ErrNotFound) {
-		t.Errorf("Delete of an expired task: %v, want ErrNotFound", err)
-	}
-	// Expired tasks freed their owner's slots: no per-owner eviction now.
-	create(t, m, ownedBy("c", "t", "x", Queued))
-	create(t, m, ownedBy("d", "t", "x", Queued))
-	create(t, m, ownedBy("a", "t", "x", Queued)) // an expired id may be created anew
-	if s := m.Stats(); s.Evicted != 1 || s.Tasks != 2 {
-		t.Errorf("Stats = %+v, want 1 eviction (c, for a), 2 tasks", s)
-	}
-}
 
 // TestMemoryStoreTTLClockStepsBack: when the clock steps back, LRU order and update
 // order part; an expired record behind a live one must still read as gone.
@@ -348,7 +246,7 @@ func TestMemoryStoreTTLClockStepsBack(t *testing.T) {
 	if err := m.Create(ctx, ownedBy("early", "t", "y", Queued)); err != nil {
 		t.Errorf("Create over an expired record: %v", err)
 	}
-	if s := m.Stats(); s.Expired != 1 || s.Tasks != 2 {
+	if s := mstats(m); s.Expired != 1 || s.Tasks != 2 {
 		t.Errorf("Stats = %+v, want 1 expired, 2 tasks", s)
 	}
 }
@@ -365,8 +263,8 @@ func TestMemoryStoreTTLRealClock(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if m.Len() != 0 || m.Stats().Expired != 1 {
-		t.Errorf("Len %d, Stats %+v; want 0 and 1 expired", m.Len(), m.Stats())
+	if m.Len() != 0 || mstats(m).Expired != 1 {
+		t.Errorf("Len %d, Stats %+v; want 0 and 1 expired", m.Len(), mstats(m))
 	}
 }
 
@@ -387,8 +285,8 @@ func TestMemoryStoreStatsByState(t *testing.T) {
 		}, map[State]int{Queued: 2}, 0},
 		{"one runs", func() { apply(t, m, "a", Running) }, map[State]int{Queued: 1, Running: 1}, 0},
 		{"illegal move counts nothing twice", func() {
-			m.Apply(ctx, "b", Event{Kind: EventStatus, State: Queued})
-			m.Apply(ctx, "a", Event{Kind: EventStatus, State: Queued})
+			m.Apply(ctx, ref("b"), Event{Kind: EventStatus, State: Queued})
+			m.Apply(ctx, ref("a"), Event{Kind: EventStatus, State: Queued})
 		}, map[State]int{Queued: 1, Running: 1}, 1},
 		{"same state", func() { apply(t, m, "a", Running) }, map[State]int{Queued: 1, Running: 1}, 1},
 		{"a succeeds", func() { apply(t, m, "a", Succeeded) }, map[State]int{Queued: 1, Succeeded: 1}, 1},
@@ -396,16 +294,16 @@ func TestMemoryStoreStatsByState(t *testing.T) {
 			create(t, m, ownedBy("c", "t", "3", AwaitingAuth))
 			create(t, m, ownedBy("d", "t", "4", Running))
 		}, map[State]int{Queued: 1, Succeeded: 1, AwaitingAuth: 1, Running: 1}, 1},
-		{"eviction of b (queued)", func() {
+		{"eviction of the finished a (before the older live b)", func() {
 			create(t, m, ownedBy("e", "t", "5", Rejected))
-		}, map[State]int{Succeeded: 1, AwaitingAuth: 1, Running: 1, Rejected: 1}, 1},
-		{"delete", func() { m.Delete(ctx, "c") }, map[State]int{Succeeded: 1, Running: 1, Rejected: 1}, 1},
+		}, map[State]int{Queued: 1, AwaitingAuth: 1, Running: 1, Rejected: 1}, 1},
+		{"delete", func() { m.Delete(ctx, ref("c")) }, map[State]int{Queued: 1, Running: 1, Rejected: 1}, 1},
 		{"expiry", func() { clock.Advance(time.Minute) }, map[State]int{}, 1},
 	}
 	for _, st := range steps {
 		st.do()
 		checkInvariants(t, m)
-		s := m.Stats()
+		s := mstats(m)
 		total := 0
 		for _, state := range States {
 			if got, ok := s.ByState[state]; !ok || got != st.want[state] {
@@ -424,9 +322,9 @@ func TestMemoryStoreStatsByState(t *testing.T) {
 		}
 	}
 	// The snapshot is a copy.
-	s := m.Stats()
+	s := mstats(m)
 	s.ByState[Running] = 99
-	if m.Stats().ByState[Running] != 0 {
+	if mstats(m).ByState[Running] != 0 {
 		t.Error("mutating Stats().ByState changed the store")
 	}
 }
@@ -440,7 +338,7 @@ func TestMemoryStoreMaxArtifacts(t *testing.T) {
 	var got Record
 	for i := range 10 {
 		var err error
-		got, err = m.Apply(ctx, "a", Event{Kind: EventArtifact, Artifact: &ArtifactRef{Name: strconv.Itoa(i)}})
+		_, got, err = m.Apply(ctx, ref("a"), Event{Kind: EventArtifact, Artifact: &ArtifactRef{Name: strconv.Itoa(i)}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -478,14 +376,23 @@ func TestMemoryStoreAgainstModel(t *testing.T) {
 			}
 		}
 	}
-	evictOldest := func(owner string) { // owner "" means any owner
-		var oldest string
+	// oldest is the least recently updated item among those keep accepts, a
+	// finished one before any live one.
+	oldest := func(keep func(*item) bool) string {
+		best := ""
 		for id, it := range model {
-			if (owner == "" || it.owner == owner) && (oldest == "" || it.seq < model[oldest].seq) {
-				oldest = id
+			if !keep(it) {
+				continue
+			}
+			if b := model[best]; best == "" || (it.state.Terminal() && !b.state.Terminal()) ||
+				(it.state.Terminal() == b.state.Terminal() && it.seq < b.seq) {
+				best = id
 			}
 		}
-		delete(model, oldest)
+		return best
+	}
+	evict := func(id string) {
+		delete(model, id)
 		evicted++
 	}
 	count := func(owner string) (n int) {
@@ -514,7 +421,7 @@ func TestMemoryStoreAgainstModel(t *testing.T) {
 			st := States[rng.IntN(4)] // non-terminal
 			err := m.Create(ctx, ownedBy(id, "t", owner, st))
 			expire()
-			key := ownerKey(Owner{Tenant: "t", AgentID: owner})
+			key := OwnerKey(Owner{Tenant: "t", AgentID: owner})
 			if _, ok := model[id]; ok {
 				if !errors.Is(err, ErrExists) {
 					t.Fatalf("step %d: Create(%s) = %v, want ErrExists", step, id, err)
@@ -524,17 +431,42 @@ func TestMemoryStoreAgainstModel(t *testing.T) {
 			if err != nil {
 				t.Fatalf("step %d: Create(%s): %v", step, id, err)
 			}
-			if count(key) >= maxPerOwner {
-				evictOldest(key)
-			} else if len(model) >= maxTasks {
-				evictOldest("")
+			switch {
+			case count(key) >= maxPerOwner:
+				evict(oldest(func(it *item) bool { return it.owner == key }))
+			case len(model) >= maxTasks:
+				if done := oldest(func(it *item) bool { return it.state.Terminal() }); done != "" {
+					evict(done)
+					break
+				}
+				// The heaviest owner's oldest; among owners tied for heaviest,
+				// the store picks one: exactly one of their oldest must be gone.
+				top := 0
+				for _, o := range owners {
+					top = max(top, count(OwnerKey(Owner{Tenant: "t", AgentID: o})))
+				}
+				var gone []string
+				for _, o := range owners {
+					k := OwnerKey(Owner{Tenant: "t", AgentID: o})
+					if count(k) != top {
+						continue
+					}
+					cand := oldest(func(it *item) bool { return it.owner == k })
+					if _, ok, _ := m.Get(ctx, ref(cand)); !ok {
+						gone = append(gone, cand)
+					}
+				}
+				if len(gone) != 1 {
+					t.Fatalf("step %d: a full store evicted %v of the heaviest owners' oldest, want exactly one", step, gone)
+				}
+				evict(gone[0])
 			}
 			seq++
 			model[id] = &item{owner: key, state: st, updated: clock.Now(), seq: seq}
 		case r < 7:
 			op = "apply"
 			to := States[rng.IntN(len(States))]
-			got, err := m.Apply(ctx, id, Event{Kind: EventStatus, State: to})
+			_, got, err := m.Apply(ctx, ref(id), Event{Kind: EventStatus, State: to})
 			expire()
 			it, ok := model[id]
 			if !ok {
@@ -558,7 +490,7 @@ func TestMemoryStoreAgainstModel(t *testing.T) {
 			}
 		case r < 8:
 			op = "delete"
-			err := m.Delete(ctx, id)
+			err := m.Delete(ctx, ref(id))
 			expire()
 			if _, ok := model[id]; ok != (err == nil) {
 				t.Fatalf("step %d: Delete(%s) = %v, model has it: %v", step, id, err, ok)
@@ -572,13 +504,13 @@ func TestMemoryStoreAgainstModel(t *testing.T) {
 		// Compare: every id, its state, the count, the counters and the bookkeeping.
 		expire()
 		for _, id := range ids {
-			got, ok, _ := m.Get(ctx, id)
+			got, ok, _ := m.Get(ctx, ref(id))
 			it, want := model[id]
 			if ok != want || (ok && got.Task.State != it.state) {
 				t.Fatalf("step %d (%s): Get(%s) = %v %s, model %v %+v", step, op, id, ok, got.Task.State, want, it)
 			}
 		}
-		s := m.Stats()
+		s := mstats(m)
 		if s.Tasks != len(model) || s.Evicted != evicted || s.Expired != expired || s.Violations != violations {
 			t.Fatalf("step %d (%s): Stats %+v, model: %d tasks, %d evicted, %d expired, %d violations",
 				step, op, s, len(model), evicted, expired, violations)
@@ -610,17 +542,17 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 					return
 				}
 				for _, st := range []State{Running, AwaitingInput, Running} {
-					if _, err := m.Apply(ctx, id, Event{Kind: EventStatus, State: st}); err != nil {
+					if _, _, err := m.Apply(ctx, ref(id), Event{Kind: EventStatus, State: st}); err != nil {
 						t.Error(err)
 						return
 					}
 				}
-				m.Apply(ctx, id, Event{Kind: EventArtifact, Artifact: &ArtifactRef{Name: "out"}})
-				if _, err := m.Apply(ctx, id, Event{Kind: EventStatus, State: Succeeded}); err != nil {
+				m.Apply(ctx, ref(id), Event{Kind: EventArtifact, Artifact: &ArtifactRef{Name: "out"}})
+				if _, _, err := m.Apply(ctx, ref(id), Event{Kind: EventStatus, State: Succeeded}); err != nil {
 					t.Error(err)
 					return
 				}
-				if r, ok, err := m.Get(ctx, id); !ok || err != nil || r.Task.State != Succeeded || len(r.Task.Artifacts) != 1 {
+				if r, ok, err := m.Get(ctx, ref(id)); !ok || err != nil || r.Task.State != Succeeded || len(r.Task.Artifacts) != 1 {
 					t.Errorf("Get(%s) = %+v %v %v", id, r, ok, err)
 				}
 				// Everyone races to create and move the same few tasks.
@@ -631,19 +563,19 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 				case !errors.Is(err, ErrExists):
 					t.Error(err)
 				}
-				m.Apply(ctx, sid, Event{Kind: EventStatus, State: Running})
-				m.Get(ctx, sid)
+				m.Apply(ctx, ref(sid), Event{Kind: EventStatus, State: Running})
+				m.Get(ctx, ref(sid))
 				_ = m.Len()
 			}
 			// One illegal move per worker.
-			if _, err := m.Apply(ctx, fmt.Sprintf("w%d-0", w), Event{Kind: EventStatus, State: Running}); !errors.Is(err, ErrTerminal) {
+			if _, _, err := m.Apply(ctx, ref(fmt.Sprintf("w%d-0", w)), Event{Kind: EventStatus, State: Running}); !errors.Is(err, ErrTerminal) {
 				t.Errorf("illegal move: %v", err)
 			}
 		})
 	}
 	wg.Go(func() { // a metrics scraper
 		for range 200 {
-			s := m.Stats()
+			s := mstats(m)
 			if s.Tasks > workers*perTask+shared {
 				t.Errorf("Tasks %d", s.Tasks)
 			}
@@ -654,7 +586,7 @@ func TestMemoryStoreConcurrent(t *testing.T) {
 	if wins.Load() != shared {
 		t.Errorf("%d creates of the shared tasks succeeded, want exactly %d", wins.Load(), shared)
 	}
-	s := m.Stats()
+	s := mstats(m)
 	if want := workers*perTask + shared; s.Tasks != want || m.Len() != want {
 		t.Errorf("Tasks %d, Len %d, want %d", s.Tasks, m.Len(), want)
 	}
@@ -684,16 +616,16 @@ func TestMemoryStoreConcurrentEviction(t *testing.T) {
 					return
 				}
 				created.Add(1)
-				m.Apply(ctx, fmt.Sprintf("w%d-%d", w, i/2), Event{Kind: EventStatus, State: Running})
-				if i%7 == 0 && m.Delete(ctx, fmt.Sprintf("w%d-%d", w, i-3)) == nil {
+				m.Apply(ctx, ref(fmt.Sprintf("w%d-%d", w, i/2)), Event{Kind: EventStatus, State: Running})
+				if i%7 == 0 && m.Delete(ctx, ref(fmt.Sprintf("w%d-%d", w, i-3))) == nil {
 					deleted.Add(1)
 				}
-				m.Get(ctx, fmt.Sprintf("w%d-%d", (w+1)%12, i))
+				m.Get(ctx, ref(fmt.Sprintf("w%d-%d", (w+1)%12, i)))
 			}
 		})
 	}
 	wg.Wait()
-	s := m.Stats()
+	s := mstats(m)
 	if got := int64(s.Tasks) + int64(s.Evicted) + deleted.Load(); got != created.Load() {
 		t.Errorf("held %d + evicted %d + deleted %d = %d, created %d", s.Tasks, s.Evicted, deleted.Load(), got, created.Load())
 	}
@@ -724,7 +656,7 @@ func BenchmarkMemoryStoreApply(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if _, err := m.Apply(ctx, ids[i%n], evs[(i/n)%2]); err != nil {
+		if _, _, err := m.Apply(ctx, ref(ids[i%n]), evs[(i/n)%2]); err != nil {
 			b.Fatal(err)
 		}
 		i++
@@ -739,7 +671,7 @@ func BenchmarkMemoryStoreGet(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if _, ok, _ := m.Get(ctx, ids[i%n]); !ok {
+			if _, ok, _ := m.Get(ctx, ref(ids[i%n])); !ok {
 				b.Fatal("missing")
 			}
 			i++
@@ -750,7 +682,7 @@ func BenchmarkMemoryStoreGet(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			i := 0
 			for pb.Next() {
-				if _, ok, _ := m.Get(ctx, ids[i%n]); !ok {
+				if _, ok, _ := m.Get(ctx, ref(ids[i%n])); !ok {
 					b.Fatal("missing")
 				}
 				i++

@@ -227,7 +227,6 @@ func TestMemoryStoreOwnerBookkeepingUnderGlobalEviction(t *testing.T) {
 	}
 }
 
-
 // TestMemoryStoreTTLClockStepsBack: when the clock steps back, LRU order and update
 // order part; an expired record behind a live one must still read as gone.
 func TestMemoryStoreTTLClockStepsBack(t *testing.T) {

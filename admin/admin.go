@@ -43,7 +43,9 @@ type Deps struct {
 	// last attempt (GET /v1/policy).
 	Reloader *authz.Reloader
 	// Store holds the task lifecycle records (GET /v1/agents/{agent}/tasks/{id}).
-	Store task.Store
+	Store interface {
+		Get(ctx context.Context, ref task.Ref) (task.Record, bool, error)
+	}
 	// Ready is the readiness check beyond a loaded policy (the wiring passes one
 	// that fetches each upstream's card); nil means ready once the policy is
 	// loaded. It gets at most ReadyTimeout.

@@ -90,6 +90,14 @@ func NewEngine(p *Policy, opt Options) (*Engine, error) {
 // Policy returns the policy currently serving.
 func (e *Engine) Policy() *Policy { return e.policy.Load() }
 
+// Revision is the revision of the policy currently serving.
+func (e *Engine) Revision() string {
+	if p := e.policy.Load(); p != nil {
+		return p.Revision
+	}
+	return ""
+}
+
 // Swap makes p the serving policy. Cached decisions of the old revision can never
 // match again (the revision is part of every key); they are purged to free memory.
 func (e *Engine) Swap(p *Policy) {

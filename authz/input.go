@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -115,6 +116,12 @@ type Target struct {
 	SecuritySchemes   []string     `yaml:"security_schemes" json:"security_schemes"`
 	Skills            []task.Skill `yaml:"skills" json:"skills"`
 	PushNotifications bool         `yaml:"push_notifications" json:"push_notifications"`
+}
+
+// TargetOf is a configured agent's platform metadata, as the input carries it.
+func TargetOf(a *config.Agent) *Target {
+	return &Target{Name: a.Name, Owner: a.Owner, Tenants: a.Tenants, MaxClassification: a.MaxDataClassification,
+		SecuritySchemes: a.SecuritySchemes, Skills: a.Skills}
 }
 
 // HTTPInfo is what the input records of the HTTP request itself.

@@ -17,8 +17,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -38,11 +36,11 @@ type Config struct {
 	DecisionCacheSize int `yaml:"decision_cache_size"`
 	// DefaultClassification applies when neither request nor token declares a
 	// data classification (default internal).
-	DefaultClassification task.Level      `yaml:"default_classification"`
-	Limits                Limits          `yaml:"limits"`
-	Identity              identity.Config `yaml:"identity"`
-	Lifecycle             Lifecycle       `yaml:"lifecycle"`
-	Agents                []Agent         `yaml:"agents"`
+	DefaultClassification task.Level `yaml:"default_classification"`
+	Limits                Limits     `yaml:"limits"`
+	Identity              Identity   `yaml:"identity"`
+	Lifecycle             Lifecycle  `yaml:"lifecycle"`
+	Agents                []Agent    `yaml:"agents"`
 	// Envoy runs writ as Envoy's external authorization service as well (off
 	// unless a listener is named).
 	Envoy Envoy `yaml:"envoy"`
@@ -472,12 +470,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Target is the agent's platform metadata as the policy input carries it.
-func (a *Agent) Target() *authz.Target {
-	return &authz.Target{Name: a.Name, Owner: a.Owner, Tenants: a.Tenants, MaxClassification: a.MaxDataClassification,
-		SecuritySchemes: a.SecuritySchemes, Skills: a.Skills}
 }
 
 // Agent returns the agent named name.

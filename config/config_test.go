@@ -64,9 +64,9 @@ func TestDefaultsAndRouting(t *testing.T) {
 			t.Errorf("Route(%q) = %v %q %v, want %v", path, got, rest, ok, want)
 		}
 	}
-	tg := c.Agents[0].Target()
-	if tg.Name != "sanctions-screening-agent" || tg.MaxClassification != "restricted" || len(tg.Tenants) != 2 {
-		t.Errorf("target %+v", tg)
+	first := c.Agents[0]
+	if first.Name != "sanctions-screening-agent" || first.MaxDataClassification != "restricted" || len(first.Tenants) != 2 {
+		t.Errorf("agent %+v", first)
 	}
 }
 

@@ -1,27 +1,22 @@
 package decisionlog
 
 import (
-	"context"
-	"errors"
-	"net"
-	"net/url"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
-	"github.com/writ-authz/writ/authz/identity"
-	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
-// The values of a line's "type". The task kinds are proxy's TaskEvent kinds.
+// The values of a line's "type". The task kinds are the events' task kinds.
 const (
 	TypeDecision              = "decision"
-	TypeTaskCreated           = proxy.TaskCreated
-	TypeTaskStateChanged      = proxy.TaskStateChanged
-	TypeTaskArtifact          = proxy.TaskArtifact
-	TypeTaskProtocolViolation = proxy.TaskViolation
+	TypeTaskCreated           = events.TaskCreated
+	TypeTaskStateChanged      = events.TaskStateChanged
+	TypeTaskArtifact          = events.TaskArtifact
+	TypeTaskProtocolViolation = events.TaskViolation
+	TypeTaskEvicted           = events.TaskEvicted
 	TypePushAttempt           = "push_attempt"
 	TypePushDelivered         = "push_delivered"
 	TypePushFailed            = "push_failed"
@@ -56,6 +51,7 @@ type Line struct {
 	From           string        `json:"from,omitempty"`
 	To             string        `json:"to,omitempty"`
 	Artifact       string        `json:"artifact,omitempty"`
+	Reason         string        `json:"reason,omitempty"`
 	Push           *LinePush     `json:"push,omitempty"`
 }
 
@@ -176,8 +172,8 @@ func (e *enc) denials(k string, v []task.Denial) {
 }
 
 // caller writes the caller fields of the schema and nothing else: Claims,
-// Scopes and the rest of identity.Caller stay out of the log.
-func (e *enc) caller(k string, c *identity.Caller) {
+// nothing else of the caller is in an event.
+func (e *enc) caller(k string, c *events.Caller) {
 	e.key(k)
 	e.begin()
 	e.boolean("authenticated", c.Authenticated)
@@ -211,7 +207,7 @@ func (e *enc) protocol(k string, p task.Protocol) {
 }
 
 // appendDecision writes a decision line in the writ format.
-func appendDecision(b []byte, d *proxy.DecisionEvent) []byte {
+func appendDecision(b []byte, d *events.Decision) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.time("time", d.Time)
@@ -241,7 +237,7 @@ func appendDecision(b []byte, d *proxy.DecisionEvent) []byte {
 // denials its result; durations are OPA's timer metrics in nanoseconds; the
 // policy revision is given both as the deprecated top-level revision and as the
 // "writ" bundle's revision.
-func appendOPA(b []byte, d *proxy.DecisionEvent) []byte {
+func appendOPA(b []byte, d *events.Decision) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.str("decision_id", d.ID)
@@ -308,7 +304,7 @@ func appendOPA(b []byte, d *proxy.DecisionEvent) []byte {
 }
 
 // appendTask writes a lifecycle line.
-func appendTask(b []byte, t *proxy.TaskEvent) []byte {
+func appendTask(b []byte, t *events.Task) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.time("time", t.Time)
@@ -319,69 +315,33 @@ func appendTask(b []byte, t *proxy.TaskEvent) []byte {
 	e.str("from", string(t.From))
 	e.str("to", string(t.To))
 	e.str("artifact", t.Artifact)
+	e.str("decision_id", t.DecisionID)
+	e.str("reason", t.Reason)
 	e.end()
 	return append(e.b, '\n')
 }
 
 // appendPush writes a push line: the callback's host, never its URL, token or
 // credentials, and a stable reason instead of the error text.
-func appendPush(b []byte, typ string, at time.Time, r *push.Result) []byte {
+func appendPush(b []byte, typ string, p *events.Push) []byte {
 	e := enc{b: b}
 	e.begin()
-	e.time("time", at)
+	e.time("time", p.Time)
 	e.str("type", typ)
-	e.str("task_id", r.N.TaskID)
-	e.str("context_id", r.N.ContextID)
+	e.str("task_id", p.TaskID)
+	e.str("context_id", p.ContextID)
 	e.key("push")
 	e.begin()
-	e.str("host", hostOf(r.N.URL))
-	e.integer("attempt", int64(r.Attempts))
-	e.integer("status", int64(r.Status))
-	e.boolean("delivered", r.Delivered)
-	if !r.Delivered {
-		e.str("reason", reasonOf(r))
+	e.str("host", p.Host)
+	e.integer("attempt", int64(p.Attempt))
+	e.integer("status", int64(p.Status))
+	e.boolean("delivered", p.Delivered)
+	if !p.Delivered {
+		e.str("reason", p.Reason)
 	}
 	e.end()
 	e.end()
 	return append(e.b, '\n')
-}
-
-// hostOf is the host[:port] of a callback URL; userinfo, path and query are
-// left out.
-func hostOf(raw string) string {
-	if raw == "" {
-		return ""
-	}
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" {
-		return "(unparseable)"
-	}
-	return u.Host
-}
-
-// reasonOf is a short, stable reason for a failed delivery attempt, as the
-// push package logs it.
-func reasonOf(r *push.Result) string {
-	var refused *push.RefusedError
-	var status *push.StatusError
-	var netErr net.Error
-	switch {
-	case errors.As(r.Err, &refused):
-		return "refused:" + refused.Reason
-	case errors.As(r.Err, &status):
-		return "status_" + strconv.Itoa(status.Code)
-	case errors.Is(r.Err, push.ErrClosed):
-		return "closed"
-	case errors.Is(r.Err, push.ErrResponseTooLarge):
-		return "response_too_large"
-	case errors.Is(r.Err, context.DeadlineExceeded), errors.As(r.Err, &netErr) && netErr.Timeout():
-		return "timeout"
-	case r.Err != nil:
-		return "connection"
-	case r.Status != 0:
-		return "status_" + strconv.Itoa(r.Status)
-	}
-	return "unknown"
 }
 
 const hex = "0123456789abcdef"

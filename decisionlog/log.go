@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/events"
 )
 
 // Defaults for the zero values of config.DecisionLog, as config applies them.
@@ -28,7 +27,7 @@ const (
 // more lines are waiting; a line is never held once the queue is empty.
 const flushAt = 32 << 10
 
-var _ proxy.Hooks = (*Log)(nil)
+var _ events.Sink = (*Log)(nil)
 
 // Stats are a Log's counters since it was built, in lines.
 type Stats struct {
@@ -41,8 +40,7 @@ type Stats struct {
 	Errors uint64
 }
 
-// Log is the decision log: the proxy's Hooks and the push deliverer's
-// OnAttempt/OnResult. Events are queued without blocking and written, in the
+// Log is the decision log: an events.Sink. Events are queued without blocking and written, in the
 // order they were queued, by one goroutine. Safe for concurrent use. An event's
 // slices (denials, the caller's chain) are read after the hook returns and must
 // not be modified afterwards; the proxy never does.
@@ -85,10 +83,9 @@ const (
 // nothing.
 type entry struct {
 	kind kind
-	at   time.Time
-	d    proxy.DecisionEvent
-	t    proxy.TaskEvent
-	p    push.Result
+	d    events.Decision
+	t    events.Task
+	p    events.Push
 }
 
 var entries = sync.Pool{New: func() any { return new(entry) }}
@@ -197,7 +194,7 @@ func start(w io.Writer, cfg config.DecisionLog, o options) *Log {
 }
 
 // Decided queues a decision line.
-func (l *Log) Decided(ev proxy.DecisionEvent) {
+func (l *Log) Decided(ev events.Decision) {
 	if l.off {
 		return
 	}
@@ -211,11 +208,11 @@ func (l *Log) Decided(ev proxy.DecisionEvent) {
 
 // Served writes nothing: requests are counted by the metrics; what the log
 // audits are the decisions and the lifecycle.
-func (l *Log) Served(proxy.RequestEvent) {}
+func (l *Log) Served(events.Request) {}
 
 // TaskChanged queues a lifecycle line (task_created, task_state_changed,
-// task_artifact, task_protocol_violation).
-func (l *Log) TaskChanged(ev proxy.TaskEvent) {
+// task_artifact, task_protocol_violation, task_evicted).
+func (l *Log) TaskChanged(ev events.Task) {
 	if l.off {
 		return
 	}
@@ -227,24 +224,20 @@ func (l *Log) TaskChanged(ev proxy.TaskEvent) {
 	l.enqueue(e)
 }
 
-// PushAttempt queues a push_attempt line; it fits push.DelivererConfig's
-// OnAttempt.
-func (l *Log) PushAttempt(r push.Result) {
-	l.queuePush(kindPushAttempt, r)
-}
-
-// PushResult queues a push_delivered or push_failed line; it fits
-// push.DelivererConfig's OnResult.
-func (l *Log) PushResult(r push.Result) {
-	l.queuePush(kindPushResult, r)
-}
-
-func (l *Log) queuePush(k kind, r push.Result) {
+// Pushed queues a push_attempt line for an attempt, a push_delivered or
+// push_failed line for a notification's final outcome.
+func (l *Log) Pushed(ev events.Push) {
 	if l.off {
 		return
 	}
 	e := entries.Get().(*entry)
-	e.kind, e.at, e.p = k, l.now(), r
+	e.kind, e.p = kindPushAttempt, ev
+	if ev.Final {
+		e.kind = kindPushResult
+	}
+	if e.p.Time.IsZero() {
+		e.p.Time = l.now()
+	}
 	l.enqueue(e)
 }
 
@@ -348,13 +341,13 @@ func (l *Log) encode(b []byte, e *entry) []byte {
 	case kindTask:
 		return appendTask(b, &e.t)
 	case kindPushAttempt:
-		return appendPush(b, TypePushAttempt, e.at, &e.p)
+		return appendPush(b, TypePushAttempt, &e.p)
 	case kindPushResult:
 		typ := TypePushFailed
 		if e.p.Delivered {
 			typ = TypePushDelivered
 		}
-		return appendPush(b, typ, e.at, &e.p)
+		return appendPush(b, typ, &e.p)
 	}
 	return b
 }

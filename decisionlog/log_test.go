@@ -6,9 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/writ-authz/writ/internal/syncbuf"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
 )
@@ -62,44 +62,41 @@ func lines(s string) []string {
 	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
 }
 
-// kycCaller is an authenticated agent acting for a user, whose claims hold a
-// secret-looking value that must never be logged.
-func kycCaller() identity.Caller {
-	return identity.Caller{
-		Authenticated:  true,
-		Method:         identity.MethodJWT,
-		Issuer:         "https://idp.bank.example",
-		AgentID:        "kyc-orchestrator",
-		UserID:         "analyst-7",
-		Tenant:         "retail",
-		Scopes:         []string{"a2a:send"},
-		Chain:          []string{"case-intake", "kyc-orchestrator"},
-		Classification: "confidential",
-		Claims:         map[string]any{"sub": "analyst-7", "session_secret": "claim-s3cr3t-value", "email": "analyst7@bank.example"},
+// kycCaller is an authenticated agent acting for a user. Claims, scopes and
+// credentials never reach the log: events.Caller has no field for them.
+func kycCaller() events.Caller {
+	return events.Caller{
+		Authenticated: true,
+		Method:        "jwt",
+		Issuer:        "https://idp.bank.example",
+		AgentID:       "kyc-orchestrator",
+		UserID:        "analyst-7",
+		Tenant:        "retail",
+		Chain:         []string{"case-intake", "kyc-orchestrator"},
 	}
 }
 
 var a2aJSONRPC = task.Protocol{Name: "a2a", Version: "1.0", Binding: task.BindingJSONRPC, Method: "SendMessage"}
 
-func allowEvent() proxy.DecisionEvent {
-	return proxy.DecisionEvent{Time: t0, ID: "dec-1", Mode: proxy.ModeSidecar, Route: "sanctions-screener",
+func allowEvent() events.Decision {
+	return events.Decision{Time: t0, ID: "dec-1", Mode: events.ModeSidecar, Route: "sanctions-screener",
 		Operation: task.OpSend, Protocol: a2aJSONRPC, Caller: kycCaller(), TaskID: "task-1", ContextID: "ctx-1",
 		Allow: true, Revision: "rev-42", CacheHit: true, Eval: 1500 * time.Microsecond, Latency: 2250 * time.Microsecond}
 }
 
-func denyEvent() proxy.DecisionEvent {
-	return proxy.DecisionEvent{Time: t0, ID: "dec-2", Mode: proxy.ModeExtAuthz, Route: "payments",
+func denyEvent() events.Decision {
+	return events.Decision{Time: t0, ID: "dec-2", Mode: events.ModeExtAuthz, Route: "payments",
 		Operation: task.OpCancel, Protocol: task.Protocol{Name: "acp", Version: "0.2", Binding: task.BindingREST},
-		Caller: identity.Anonymous(), TaskID: "task-9", DryRun: true,
+		Caller: events.Caller{Method: "anonymous"}, TaskID: "task-9", DryRun: true,
 		Denials:  []task.Denial{{Code: "unauthenticated", Reason: "no credentials"}, {Code: "not_owner", Reason: "task \"task-9\" belongs to another caller\n"}},
 		Revision: "rev-42", Eval: 250 * time.Microsecond, Latency: time.Millisecond, Error: "policy: undefined decision"}
 }
 
 func pushNotification() push.Notification {
 	return push.Notification{TaskID: "task-1", ContextID: "ctx-1",
-		URL:   "https://hook-user:hook-pass@hooks.bank.example:8443/cb/path-s3cr3t?token=query-s3cr3t",
-		Token: "token-s3cr3t", AuthScheme: "Bearer", Credentials: "cred-s3cr3t",
-		Body: []byte(`{"statusUpdate":{"message":"body-s3cr3t"}}`), Seq: 3}
+		URL:    "https://hook-user:hook-pass@hooks.bank.example:8443/cb/path-s3cr3t?token=query-s3cr3t",
+		Header: http.Header{"X-A2A-Notification-Token": {"token-s3cr3t"}, "Authorization": {"Bearer cred-s3cr3t"}},
+		Body:   []byte(`{"statusUpdate":{"message":"body-s3cr3t"}}`), Seq: 3}
 }
 
 var goldens = []struct {
@@ -117,39 +114,39 @@ var goldens = []struct {
 			`"denials":[{"code":"unauthenticated","reason":"no credentials"},{"code":"not_owner","reason":"task \"task-9\" belongs to another caller\n"}],` +
 			`"policy_revision":"rev-42","latency_ms":1,"eval_ms":0.25,"error":"policy: undefined decision"}`},
 	{"decision discover, zero time", func(l *Log) {
-		l.Decided(proxy.DecisionEvent{ID: "dec-3", Mode: proxy.ModeSidecar, Route: "payments", Operation: task.OpDiscover,
-			Protocol: task.Protocol{Name: "writ", Method: "GET /agents"}, Caller: identity.Caller{}, Allow: false})
+		l.Decided(events.Decision{ID: "dec-3", Mode: events.ModeSidecar, Route: "payments", Operation: task.OpDiscover,
+			Protocol: task.Protocol{Name: "writ", Method: "GET /agents"}, Caller: events.Caller{}, Allow: false})
 	}, `{"time":` + t0JSON + `,"type":"decision","decision_id":"dec-3","mode":"sidecar","route":"payments","operation":"discover","protocol":"writ","caller":{"authenticated":false},"allow":false}`},
 	{"task created", func(l *Log) {
-		l.TaskChanged(proxy.TaskEvent{Time: t0, Kind: proxy.TaskCreated, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", To: task.Queued})
+		l.TaskChanged(events.Task{Time: t0, Kind: events.TaskCreated, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", To: task.Queued})
 	}, `{"time":` + t0JSON + `,"type":"task_created","route":"sanctions-screener","task_id":"task-1","context_id":"ctx-1","to":"queued"}`},
 	{"task state changed", func(l *Log) {
-		l.TaskChanged(proxy.TaskEvent{Time: t0, Kind: proxy.TaskStateChanged, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", From: task.Running, To: task.Succeeded})
+		l.TaskChanged(events.Task{Time: t0, Kind: events.TaskStateChanged, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", From: task.Running, To: task.Succeeded})
 	}, `{"time":` + t0JSON + `,"type":"task_state_changed","route":"sanctions-screener","task_id":"task-1","context_id":"ctx-1","from":"running","to":"succeeded"}`},
 	{"task artifact", func(l *Log) {
-		l.TaskChanged(proxy.TaskEvent{Time: t0, Kind: proxy.TaskArtifact, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", Artifact: "sanctions screening report"})
+		l.TaskChanged(events.Task{Time: t0, Kind: events.TaskArtifact, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", Artifact: "sanctions screening report"})
 	}, `{"time":` + t0JSON + `,"type":"task_artifact","route":"sanctions-screener","task_id":"task-1","context_id":"ctx-1","artifact":"sanctions screening report"}`},
 	{"task protocol violation", func(l *Log) {
-		l.TaskChanged(proxy.TaskEvent{Time: t0, Kind: proxy.TaskViolation, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", From: task.Succeeded, To: task.Running})
+		l.TaskChanged(events.Task{Time: t0, Kind: events.TaskViolation, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", From: task.Succeeded, To: task.Running})
 	}, `{"time":` + t0JSON + `,"type":"task_protocol_violation","route":"sanctions-screener","task_id":"task-1","context_id":"ctx-1","from":"succeeded","to":"running"}`},
 	{"push attempt failed", func(l *Log) {
-		l.PushAttempt(push.Result{N: pushNotification(), Attempts: 1, Status: 503, Err: &push.StatusError{Code: 503}})
+		l.Pushed(push.Event(push.Result{N: pushNotification(), Attempts: 1, Status: 503, Err: &push.StatusError{Code: 503}}, false))
 	}, `{"time":` + t0JSON + `,"type":"push_attempt","task_id":"task-1","context_id":"ctx-1","push":{"host":"hooks.bank.example:8443","attempt":1,"status":503,"delivered":false,"reason":"status_503"}}`},
 	{"push attempt delivered", func(l *Log) {
-		l.PushAttempt(push.Result{N: pushNotification(), Attempts: 2, Status: 204, Delivered: true})
+		l.Pushed(push.Event(push.Result{N: pushNotification(), Attempts: 2, Status: 204, Delivered: true}, false))
 	}, `{"time":` + t0JSON + `,"type":"push_attempt","task_id":"task-1","context_id":"ctx-1","push":{"host":"hooks.bank.example:8443","attempt":2,"status":204,"delivered":true}}`},
 	{"push delivered", func(l *Log) {
-		l.PushResult(push.Result{N: pushNotification(), Attempts: 2, Status: 200, Delivered: true, Latency: time.Second})
+		l.Pushed(push.Event(push.Result{N: pushNotification(), Attempts: 2, Status: 200, Delivered: true, Latency: time.Second}, true))
 	}, `{"time":` + t0JSON + `,"type":"push_delivered","task_id":"task-1","context_id":"ctx-1","push":{"host":"hooks.bank.example:8443","attempt":2,"status":200,"delivered":true}}`},
 	{"push failed, refused", func(l *Log) {
-		l.PushResult(push.Result{N: pushNotification(), Attempts: 1, Err: &push.RefusedError{Host: "hooks.bank.example:8443", Reason: push.ReasonPrivate}})
+		l.Pushed(push.Event(push.Result{N: pushNotification(), Attempts: 1, Err: &push.RefusedError{Host: "hooks.bank.example:8443", Reason: push.ReasonPrivate}}, true))
 	}, `{"time":` + t0JSON + `,"type":"push_failed","task_id":"task-1","context_id":"ctx-1","push":{"host":"hooks.bank.example:8443","attempt":1,"delivered":false,"reason":"refused:private"}}`},
 	{"push failed, timeout", func(l *Log) {
 		n := pushNotification()
-		l.PushResult(push.Result{N: n, Attempts: 5, Err: &url.Error{Op: "Post", URL: n.URL, Err: context.DeadlineExceeded}})
+		l.Pushed(push.Event(push.Result{N: n, Attempts: 5, Err: &url.Error{Op: "Post", URL: n.URL, Err: context.DeadlineExceeded}}, true))
 	}, `{"time":` + t0JSON + `,"type":"push_failed","task_id":"task-1","context_id":"ctx-1","push":{"host":"hooks.bank.example:8443","attempt":5,"delivered":false,"reason":"timeout"}}`},
 	{"push failed, closed", func(l *Log) {
-		l.PushResult(push.Result{N: pushNotification(), Err: push.ErrClosed})
+		l.Pushed(push.Event(push.Result{N: pushNotification(), Err: push.ErrClosed}, true))
 	}, `{"time":` + t0JSON + `,"type":"push_failed","task_id":"task-1","context_id":"ctx-1","push":{"host":"hooks.bank.example:8443","delivered":false,"reason":"closed"}}`},
 }
 
@@ -197,8 +194,8 @@ func TestOPAFormat(t *testing.T) {
 	l := newWriter(&buf, config.DecisionLog{Format: "opa"}, options{now: fixedNow})
 	l.Decided(allowEvent())
 	l.Decided(denyEvent())
-	l.TaskChanged(proxy.TaskEvent{Time: t0, Kind: proxy.TaskCreated, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", To: task.Queued})
-	l.PushResult(push.Result{N: pushNotification(), Attempts: 2, Status: 200, Delivered: true})
+	l.TaskChanged(events.Task{Time: t0, Kind: events.TaskCreated, Route: "sanctions-screener", TaskID: "task-1", ContextID: "ctx-1", To: task.Queued})
+	l.Pushed(push.Event(push.Result{N: pushNotification(), Attempts: 2, Status: 200, Delivered: true}, true))
 	closeLog(t, l)
 
 	callerJSON := `"caller":{"authenticated":true,"method":"jwt","issuer":"https://idp.bank.example","agent_id":"kyc-orchestrator","user_id":"analyst-7","tenant":"retail","chain":["case-intake","kyc-orchestrator"]}`
@@ -301,20 +298,20 @@ func TestContextStory(t *testing.T) {
 	var buf syncbuf.Buffer
 	l := NewWriter(&buf, config.DecisionLog{})
 	other := func(i int) {
-		l.Decided(proxy.DecisionEvent{ID: fmt.Sprint("other-", i), Route: "payments", Operation: task.OpGet, ContextID: "ctx-other", Allow: true})
-		l.TaskChanged(proxy.TaskEvent{Kind: proxy.TaskStateChanged, Route: "payments", TaskID: "task-other", ContextID: "ctx-other", From: task.Queued, To: task.Running})
+		l.Decided(events.Decision{ID: fmt.Sprint("other-", i), Route: "payments", Operation: task.OpGet, ContextID: "ctx-other", Allow: true})
+		l.TaskChanged(events.Task{Kind: events.TaskStateChanged, Route: "payments", TaskID: "task-other", ContextID: "ctx-other", From: task.Queued, To: task.Running})
 	}
 	const id = "ctx-investigation-17"
 	other(0)
-	l.Decided(proxy.DecisionEvent{ID: "dec-a", Mode: proxy.ModeSidecar, Route: "sanctions-screener", Operation: task.OpSend,
+	l.Decided(events.Decision{ID: "dec-a", Mode: events.ModeSidecar, Route: "sanctions-screener", Operation: task.OpSend,
 		Protocol: a2aJSONRPC, Caller: kycCaller(), ContextID: id, Allow: true})
-	l.Served(proxy.RequestEvent{Mode: proxy.ModeSidecar, Route: "sanctions-screener", Operation: task.OpSend, Status: 200})
+	l.Served(events.Request{Mode: events.ModeSidecar, Route: "sanctions-screener", Operation: task.OpSend, Status: 200})
 	other(1)
-	l.TaskChanged(proxy.TaskEvent{Kind: proxy.TaskCreated, Route: "sanctions-screener", TaskID: "task-s", ContextID: id, To: task.Running})
-	l.TaskChanged(proxy.TaskEvent{Kind: proxy.TaskArtifact, Route: "sanctions-screener", TaskID: "task-s", ContextID: id, Artifact: "screening-report"})
+	l.TaskChanged(events.Task{Kind: events.TaskCreated, Route: "sanctions-screener", TaskID: "task-s", ContextID: id, To: task.Running})
+	l.TaskChanged(events.Task{Kind: events.TaskArtifact, Route: "sanctions-screener", TaskID: "task-s", ContextID: id, Artifact: "screening-report"})
 	other(2)
-	l.TaskChanged(proxy.TaskEvent{Kind: proxy.TaskStateChanged, Route: "sanctions-screener", TaskID: "task-s", ContextID: id, From: task.Running, To: task.Succeeded})
-	l.PushResult(push.Result{N: push.Notification{TaskID: "task-s", ContextID: id, URL: "https://hooks.bank.example/cb"}, Attempts: 1, Status: 200, Delivered: true})
+	l.TaskChanged(events.Task{Kind: events.TaskStateChanged, Route: "sanctions-screener", TaskID: "task-s", ContextID: id, From: task.Running, To: task.Succeeded})
+	l.Pushed(push.Event(push.Result{N: push.Notification{TaskID: "task-s", ContextID: id, URL: "https://hooks.bank.example/cb"}, Attempts: 1, Status: 200, Delivered: true}, true))
 	other(3)
 	closeLog(t, l)
 
@@ -363,9 +360,9 @@ func TestNoSecrets(t *testing.T) {
 			ev.Allow, ev.Denials = false, []task.Denial{{Code: "chain_too_long", Reason: "delegation chain exceeds 2 hops"}}
 			l.Decided(ev)
 			n := pushNotification()
-			l.PushAttempt(push.Result{N: n, Attempts: 1, Err: &url.Error{Op: "Post", URL: n.URL, Err: errors.New("connection refused")}})
-			l.PushResult(push.Result{N: n, Attempts: 1, Err: &url.Error{Op: "Post", URL: n.URL, Err: errors.New("connection refused")}})
-			l.PushResult(push.Result{N: n, Attempts: 2, Status: 200, Delivered: true})
+			l.Pushed(push.Event(push.Result{N: n, Attempts: 1, Err: &url.Error{Op: "Post", URL: n.URL, Err: errors.New("connection refused")}}, false))
+			l.Pushed(push.Event(push.Result{N: n, Attempts: 1, Err: &url.Error{Op: "Post", URL: n.URL, Err: errors.New("connection refused")}}, true))
+			l.Pushed(push.Event(push.Result{N: n, Attempts: 2, Status: 200, Delivered: true}, true))
 			closeLog(t, l)
 			out := buf.String()
 			if len(lines(out)) != 5 {
@@ -429,7 +426,7 @@ func TestCloseFlushes(t *testing.T) {
 	l := NewWriter(&buf, config.DecisionLog{Buffer: 5000})
 	const n = 3000
 	for i := range n {
-		l.TaskChanged(proxy.TaskEvent{Kind: proxy.TaskStateChanged, TaskID: fmt.Sprint("task-", i), ContextID: "ctx", From: task.Queued, To: task.Running})
+		l.TaskChanged(events.Task{Kind: events.TaskStateChanged, TaskID: fmt.Sprint("task-", i), ContextID: "ctx", From: task.Queued, To: task.Running})
 	}
 	closeLog(t, l)
 	got := lines(buf.String())
@@ -502,9 +499,9 @@ func TestOffWritesNothing(t *testing.T) {
 	}
 	for _, l := range []*Log{l, l2} {
 		l.Decided(allowEvent())
-		l.TaskChanged(proxy.TaskEvent{Kind: proxy.TaskCreated, TaskID: "t"})
-		l.PushAttempt(push.Result{N: pushNotification()})
-		l.PushResult(push.Result{N: pushNotification()})
+		l.TaskChanged(events.Task{Kind: events.TaskCreated, TaskID: "t"})
+		l.Pushed(push.Event(push.Result{N: pushNotification()}, false))
+		l.Pushed(push.Event(push.Result{N: pushNotification()}, true))
 		closeLog(t, l)
 		if l.Stats() != (Stats{}) {
 			t.Errorf("stats %+v", l.Stats())
@@ -537,7 +534,7 @@ func TestConcurrent(t *testing.T) {
 		wg.Go(func() {
 			for range each {
 				l.Decided(allowEvent())
-				l.PushResult(push.Result{N: pushNotification(), Delivered: true})
+				l.Pushed(push.Event(push.Result{N: pushNotification(), Delivered: true}, true))
 			}
 		})
 	}

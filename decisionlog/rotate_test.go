@@ -8,12 +8,12 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
-func taskEvent(i int) proxy.TaskEvent {
-	return proxy.TaskEvent{Time: t0, Kind: proxy.TaskStateChanged, Route: "r", TaskID: fmt.Sprintf("task-%03d", i), ContextID: "ctx", From: task.Queued, To: task.Running}
+func taskEvent(i int) events.Task {
+	return events.Task{Time: t0, Kind: events.TaskStateChanged, Route: "r", TaskID: fmt.Sprintf("task-%03d", i), ContextID: "ctx", From: task.Queued, To: task.Running}
 }
 
 func lineLen(t *testing.T) int {

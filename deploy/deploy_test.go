@@ -76,12 +76,15 @@ var familyLabels = map[string][]string{
 	"writ_policy_reloads_total":             {"result"},
 	"writ_policy_info":                      {"revision"},
 	"writ_extauthz_checks_total":            {"result"},
+	"writ_store_errors_total":               {},
+	"writ_task_evictions_total":             {"reason"},
 }
 
 // labelValues are the values a bounded label takes, per family.
 var labelValues = map[string]map[string][]string{
-	"writ_decisions_total":           {"result": {"allow", "deny", "dry_run", "error"}, "mode": {"sidecar", "ext_authz"}},
-	"writ_decision_duration_seconds": {"cache": {"hit", "miss"}, "mode": {"sidecar", "ext_authz"}},
+	"writ_decisions_total":           {"result": {"allow", "deny", "dry_run", "error"}, "mode": {"sidecar", "ext_authz", "ext_proc"}},
+	"writ_decision_duration_seconds": {"cache": {"hit", "miss"}, "mode": {"sidecar", "ext_authz", "ext_proc"}},
+	"writ_task_evictions_total":      {"reason": {"store_full", "owner_full"}},
 	"writ_push_deliveries_total":     {"result": {"delivered", "failed"}},
 	"writ_push_attempts_total":       {"result": {"delivered", "retry", "failed"}},
 	"writ_policy_reloads_total":      {"result": {"ok", "failed"}},

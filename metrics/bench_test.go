@@ -5,14 +5,14 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/metrics"
-	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
 // BenchmarkDecided is the hook's cost on the request path.
 func BenchmarkDecided(b *testing.B) {
-	allow := proxy.DecisionEvent{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Caller: investigator,
+	allow := events.Decision{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Caller: investigator,
 		TaskID: "t-1", ContextID: "c-1", Allow: true, CacheHit: true, Eval: 20 * time.Microsecond}
 	deny := allow
 	deny.Allow, deny.CacheHit = false, false
@@ -20,7 +20,7 @@ func BenchmarkDecided(b *testing.B) {
 	for _, c := range []struct {
 		name    string
 		tenants bool
-		ev      proxy.DecisionEvent
+		ev      events.Decision
 	}{
 		{"allow", false, allow},
 		{"deny_2_codes", false, deny},
@@ -48,7 +48,7 @@ func BenchmarkDecided(b *testing.B) {
 // BenchmarkServed is the per-request hook's cost.
 func BenchmarkServed(b *testing.B) {
 	m := metrics.New(config.Metrics{}, metrics.Sources{})
-	ev := proxy.RequestEvent{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200,
+	ev := events.Request{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200,
 		Duration: 3 * time.Millisecond, Upstream: 2 * time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -29,6 +29,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
@@ -140,10 +141,10 @@ func refusedURL(t testing.TB) string {
 	return "http://" + addr
 }
 
-// proxy builds the sidecar over the world, observed by hooks.
-func (w *world) proxy(t testing.TB, hooks proxy.Hooks) *proxy.Server {
+// proxy builds the admission core over the world, observed by sink.
+func (w *world) proxy(t testing.TB, sink events.Sink) *proxy.Core {
 	t.Helper()
-	px, err := proxy.New(w.cfg, proxy.Deps{Identity: w.ident, Engine: w.engine, Store: w.store, Logger: quiet(), Hooks: hooks})
+	px, err := proxy.New(w.cfg, proxy.Deps{Identity: w.ident, Engine: w.engine, Store: w.store, Logger: quiet(), Events: sink})
 	if err != nil {
 		t.Fatal(err)
 	}

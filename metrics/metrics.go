@@ -1,10 +1,10 @@
-// Package metrics exports writ's Prometheus metrics (writ_*) from the proxy's hooks, push outcomes and the live components' counters.
+// Package metrics exports writ's Prometheus metrics (writ_*) from the events
+// the admission core emits and from the live components' counters, read at
+// scrape time through small interfaces: it never imports the core.
 package metrics
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,29 +15,33 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
-// Sources are the live components whose counters are read at scrape time. Every
-// field is optional: the families of a nil source are not exported.
+// Sources are the live components whose counters are read at scrape time,
+// each through the one method metrics needs. Every field is optional: the
+// families of a nil source are not exported.
 type Sources struct {
-	// Engine gives the decision-cache counters and the live policy revision.
-	Engine *authz.Engine
-	// Reloader gives the policy reload counts.
-	Reloader *authz.Reloader
-	// Identity gives the verified-token cache counters.
-	Identity *identity.Resolver
-	// Store gives the number of tasks tracked in each state.
-	Store *task.MemoryStore
-	// Push gives the delivery queue's depth and overflow count.
-	Push *push.Deliverer
-	// Proxy gives the sidecar's upstream error counters.
-	Proxy *proxy.Server
+	// DecisionCache gives the decision-cache counters (authz.Engine).
+	DecisionCache interface{ CacheStats() (hits, misses uint64) }
+	// Policy gives the live policy revision (authz.Engine).
+	Policy interface{ Revision() string }
+	// Reloads gives the policy reload counts (authz.Reloader).
+	Reloads interface{ Counts() (ok, failed uint64) }
+	// TokenCache gives the verified-token cache counters (identity.Resolver).
+	TokenCache interface{ CacheStats() (hits, misses uint64) }
+	// Store gives the number of tasks tracked in each state (a task.Store).
+	Store interface {
+		Stats(context.Context) (task.StoreStats, error)
+	}
+	// Push gives the delivery queue's depth and overflow count (push.Deliverer).
+	Push interface {
+		QueueStats() (queued int, dropped uint64)
+	}
+	// Lifecycle gives the lifecycle store errors the core met (proxy.Core).
+	Lifecycle interface{ StoreErrors() uint64 }
 }
 
 // Metrics is writ's metrics: a registry of its own holding the writ_ families, the
@@ -48,9 +52,6 @@ type Metrics struct {
 	reg     *prometheus.Registry
 	handler http.Handler
 	tenants bool
-
-	mu       sync.Mutex
-	attached Sources // the sources registered so far
 
 	decisions        *prometheus.CounterVec // route, operation, result, mode[, tenant]
 	denials          *prometheus.CounterVec // route, operation, code
@@ -66,6 +67,9 @@ type Metrics struct {
 	pushDuration     prometheus.Histogram
 	guardRefusals    *prometheus.CounterVec
 	extAuthz         *prometheus.CounterVec
+	upstreamErrors   *prometheus.CounterVec
+	upstreamInvalid  prometheus.Counter
+	evictions        *prometheus.CounterVec
 
 	// The request path's children, cached by their label values: a lock-free
 	// read instead of the vectors' label hashing and validation.
@@ -73,7 +77,7 @@ type Metrics struct {
 	denialKids   children[denialKey, prometheus.Counter]
 	requestKids  children[requestKey, requestKid]
 	upstreamKids children[string, prometheus.Observer]
-	evalKids     [3][2]atomic.Pointer[prometheus.Observer] // mode index × cache hit
+	evalKids     [4][2]atomic.Pointer[prometheus.Observer] // mode index (events.Modes, then other) × cache hit
 }
 
 type decisionKey struct{ route, op, result, mode, tenant string }
@@ -140,7 +144,7 @@ func (c *children[K, V]) get(k K, build func() (V, error)) (V, bool) {
 	return v, true
 }
 
-var _ proxy.Hooks = (*Metrics)(nil)
+var _ events.Sink = (*Metrics)(nil)
 
 // The metric family names. Dashboards and alert rules are built on them: never
 // rename one.
@@ -170,6 +174,8 @@ const (
 	namePolicyReloads      = "writ_policy_reloads_total"
 	namePolicyInfo         = "writ_policy_info"
 	nameExtAuthzChecks     = "writ_extauthz_checks_total"
+	nameStoreErrors        = "writ_store_errors_total"
+	nameEvictions          = "writ_task_evictions_total"
 	labelTenant            = "tenant"
 	resultAllow            = "allow"
 	resultDeny             = "deny"
@@ -188,7 +194,7 @@ var names = []string{
 	nameDecisionCacheHits, nameDecisionCacheMiss, nameTokenCacheHits, nameTokenCacheMiss,
 	nameTasks, nameTransitions, nameTasksCreated, nameViolations,
 	namePushDeliveries, namePushAttempts, namePushDuration, namePushQueueDepth, namePushDropped, namePushGuardRefusals,
-	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks,
+	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameEvictions,
 }
 
 // Names lists every writ_ metric family a Metrics can export, sorted. A family
@@ -257,6 +263,12 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 			Help: "Push notifications the outbound guard refused, by reason."}, []string{"reason"}),
 		extAuthz: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameExtAuthzChecks,
 			Help: "Envoy ext_authz checks answered, by result (allow or deny)."}, []string{"result"}),
+		upstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameUpstreamErrors,
+			Help: "Forwarded requests the agent did not answer (unreachable, timeout, broken answer)."}, []string{}),
+		upstreamInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: nameUpstreamInvalid,
+			Help: "Agent answers (or stream events) that were too large or not valid for their protocol."}),
+		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameEvictions,
+			Help: "Live tasks and contexts the lifecycle store dropped to honour its bounds, by reason."}, []string{"reason"}),
 	}
 	reg.MustRegister(
 		collectors.NewGoCollector(),
@@ -264,55 +276,16 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 		m.decisions, m.denials, m.decisionDuration, m.requestDuration, m.requests, m.upstreamDuration,
 		m.transitions, m.tasksCreated, m.violations,
 		m.pushDeliveries, m.pushAttempts, m.pushDuration, m.guardRefusals, m.extAuthz,
+		m.upstreamErrors, m.upstreamInvalid, m.evictions,
 	)
-	if err := m.Attach(src); err != nil {
-		panic(err) // unreachable: nothing is attached yet
-	}
-	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
-	return m
-}
-
-// Attach adds the families of src's non-nil sources to a running Metrics. It
-// breaks the construction cycles: the proxy.Server takes the Metrics as its
-// Hooks and the push.Deliverer takes PushAttempt and PushResult, so both can be
-// attached once built. A source of a kind already attached is an error, and then
-// nothing of src is attached.
-func (m *Metrics) Attach(src Sources) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	a := &m.attached
-	for _, dup := range []struct {
-		kind      string
-		have, add bool
-	}{
-		{"Engine", a.Engine != nil, src.Engine != nil}, {"Reloader", a.Reloader != nil, src.Reloader != nil},
-		{"Identity", a.Identity != nil, src.Identity != nil}, {"Store", a.Store != nil, src.Store != nil},
-		{"Push", a.Push != nil, src.Push != nil}, {"Proxy", a.Proxy != nil, src.Proxy != nil},
-	} {
-		if dup.have && dup.add {
-			return fmt.Errorf("metrics: a %s source is already attached", dup.kind)
-		}
+	// These exist from the start, so rates and alerts see zeros.
+	m.upstreamErrors.WithLabelValues()
+	for _, r := range []string{task.EvictedStoreFull, task.EvictedOwnerFull} {
+		m.evictions.WithLabelValues(r)
 	}
 	m.registerSources(src)
-	if src.Engine != nil {
-		a.Engine = src.Engine
-	}
-	if src.Reloader != nil {
-		a.Reloader = src.Reloader
-	}
-	if src.Identity != nil {
-		a.Identity = src.Identity
-	}
-	if src.Store != nil {
-		a.Store = src.Store
-	}
-	if src.Push != nil {
-		a.Push = src.Push
-	}
-	if src.Proxy != nil {
-		a.Proxy = src.Proxy
-	}
-	return nil
+	m.handler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+	return m
 }
 
 // registerSources adds the families read from the components at scrape time.
@@ -322,17 +295,19 @@ func (m *Metrics) registerSources(src Sources) {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return float64(f()) })
 	}
-	if e := src.Engine; e != nil {
+	if e := src.DecisionCache; e != nil {
 		reg.MustRegister(
 			counter(nameDecisionCacheHits, "Decisions served from the decision cache.", nil,
 				func() uint64 { h, _ := e.CacheStats(); return h }),
 			counter(nameDecisionCacheMiss, "Decisions the decision cache did not hold (evaluated).", nil,
 				func() uint64 { _, x := e.CacheStats(); return x }),
-			&policyInfo{engine: e, desc: prometheus.NewDesc(namePolicyInfo,
-				"The live policy revision (always 1).", []string{"revision"}, nil)},
 		)
 	}
-	if r := src.Reloader; r != nil {
+	if p := src.Policy; p != nil {
+		reg.MustRegister(&policyInfo{policy: p, desc: prometheus.NewDesc(namePolicyInfo,
+			"The live policy revision (always 1).", []string{"revision"}, nil)})
+	}
+	if r := src.Reloads; r != nil {
 		const help = "Policy reload attempts by result (ok or failed: the last good policy keeps serving)."
 		reg.MustRegister(
 			counter(namePolicyReloads, help, prometheus.Labels{"result": reloadOK},
@@ -341,7 +316,7 @@ func (m *Metrics) registerSources(src Sources) {
 				func() uint64 { _, failed := r.Counts(); return failed }),
 		)
 	}
-	if id := src.Identity; id != nil {
+	if id := src.TokenCache; id != nil {
 		reg.MustRegister(
 			counter(nameTokenCacheHits, "Bearer tokens served from the verified-token cache.", nil,
 				func() uint64 { h, _ := id.CacheStats(); return h }),
@@ -353,13 +328,17 @@ func (m *Metrics) registerSources(src Sources) {
 		reg.MustRegister(&taskStates{store: s, desc: prometheus.NewDesc(nameTasks,
 			"Tasks tracked in the lifecycle store, by state.", []string{"state"}, nil)})
 	}
+	if l := src.Lifecycle; l != nil {
+		reg.MustRegister(counter(nameStoreErrors,
+			"Lifecycle store operations that failed (requests that needed them were refused, fail closed).", nil, l.StoreErrors))
+	}
 	if d := src.Push; d != nil {
 		reg.MustRegister(
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: namePushQueueDepth,
 				Help: "Push notifications accepted and not yet finished."},
-				func() float64 { return float64(d.Stats().Queued) }),
+				func() float64 { q, _ := d.QueueStats(); return float64(q) }),
 			counter(namePushDropped, "Push notifications refused because the delivery queue was full.", nil,
-				func() uint64 { return d.Stats().Dropped }),
+				func() uint64 { _, dropped := d.QueueStats(); return dropped }),
 		)
 		// The outcomes exist from the start, so rates and alerts see zeros.
 		for _, r := range []string{resultDelivered, resultFailed} {
@@ -368,15 +347,6 @@ func (m *Metrics) registerSources(src Sources) {
 		for _, r := range []string{resultDelivered, resultRetry, resultFailed} {
 			m.pushAttempts.WithLabelValues(r)
 		}
-	}
-	if p := src.Proxy; p != nil {
-		st := p.Stats()
-		reg.MustRegister(
-			counter(nameUpstreamErrors, "Forwarded requests the agent did not answer (unreachable, timeout, broken answer).", nil,
-				st.UpstreamErrors.Load),
-			counter(nameUpstreamInvalid, "Agent answers that were too large or not valid for their protocol.", nil,
-				st.InvalidUpstream.Load),
-		)
 	}
 }
 
@@ -387,9 +357,9 @@ func (m *Metrics) Handler() http.Handler { return m.handler }
 // directly.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Decided implements proxy.Hooks: it counts the decision, its denial codes and its
-// evaluation time.
-func (m *Metrics) Decided(e proxy.DecisionEvent) {
+// Decided implements events.Sink: it counts the decision, its denial codes and
+// its evaluation time.
+func (m *Metrics) Decided(e events.Decision) {
 	route, op, mode := e.Route, opLabel(e.Operation), modeLabel(e.Mode)
 	result := resultAllow
 	switch {
@@ -429,12 +399,9 @@ func (m *Metrics) Decided(e proxy.DecisionEvent) {
 
 // evalObserver is the decision-duration child of a mode and cache outcome.
 func (m *Metrics) evalObserver(mode string, hit bool) prometheus.Observer {
-	i, j := 2, 0
-	switch mode {
-	case proxy.ModeSidecar:
-		i = 0
-	case proxy.ModeExtAuthz:
-		i = 1
+	i, j := len(events.Modes), 0
+	if k := slices.Index(events.Modes, mode); k >= 0 {
+		i = k
 	}
 	cache := "miss"
 	if hit {
@@ -459,9 +426,9 @@ func seenCode(earlier []task.Denial, code string) bool {
 	return false
 }
 
-// Served implements proxy.Hooks: it counts the request by status, times it and
-// its upstream part, and counts ext_authz checks.
-func (m *Metrics) Served(e proxy.RequestEvent) {
+// Served implements events.Sink: it counts the request by status, times it and
+// its upstream part, counts upstream failures and ext_authz checks.
+func (m *Metrics) Served(e events.Request) {
 	route, op, mode, status := e.Route, opLabel(e.Operation), modeLabel(e.Mode), statusLabel(e.Status)
 	if kid, ok := m.requestKids.get(requestKey{route, op, status, mode}, func() (requestKid, error) {
 		c, err := m.requests.GetMetricWithLabelValues(route, op, status, mode)
@@ -481,7 +448,13 @@ func (m *Metrics) Served(e proxy.RequestEvent) {
 			o.Observe(e.Upstream.Seconds())
 		}
 	}
-	if e.Mode == proxy.ModeExtAuthz {
+	if e.UpstreamFailure != "" {
+		m.upstreamErrors.WithLabelValues().Inc()
+	}
+	if e.InvalidAnswers > 0 {
+		m.upstreamInvalid.Add(float64(e.InvalidAnswers))
+	}
+	if e.Mode == events.ModeExtAuthz {
 		result := resultDeny
 		if e.Status == http.StatusOK {
 			result = resultAllow
@@ -490,53 +463,62 @@ func (m *Metrics) Served(e proxy.RequestEvent) {
 	}
 }
 
-// TaskChanged implements proxy.Hooks: it counts created tasks, state transitions
-// and protocol violations. Artifact events are not counted.
-func (m *Metrics) TaskChanged(e proxy.TaskEvent) {
+// TaskChanged implements events.Sink: it counts created tasks, state
+// transitions, protocol violations and evictions. Artifact events are not
+// counted.
+func (m *Metrics) TaskChanged(e events.Task) {
 	switch e.Kind {
-	case proxy.TaskCreated:
+	case events.TaskCreated:
 		m.tasksCreated.Inc()
-	case proxy.TaskStateChanged:
+	case events.TaskStateChanged:
 		m.transitions.WithLabelValues(stateLabel(e.From), stateLabel(e.To)).Inc()
-	case proxy.TaskViolation:
+	case events.TaskViolation:
 		if c, err := m.violations.GetMetricWithLabelValues(e.Route); err == nil {
 			c.Inc()
 		}
+	case events.TaskEvicted:
+		m.evictions.WithLabelValues(evictionLabel(e.Reason)).Inc()
 	}
 }
 
-// PushAttempt counts one delivery attempt; wire it to
-// push.DelivererConfig.OnAttempt. A delivered attempt counts at once; a failed
-// one counts as retry when the next attempt of the same notification reports,
-// or as failed with the notification's final outcome (PushResult), so at rest
-// the three results add up to the attempts made.
-func (m *Metrics) PushAttempt(r push.Result) {
-	if r.Attempts > 1 {
-		m.pushAttempts.WithLabelValues(resultRetry).Inc()
+// Pushed implements events.Sink. An attempt: a delivered one counts at once; a
+// failed one counts as retry when the next attempt of the same notification
+// reports, or as failed with the notification's final outcome, so at rest the
+// three results add up to the attempts made. An outcome: counted with its
+// latency and any guard refusal.
+func (m *Metrics) Pushed(e events.Push) {
+	if !e.Final {
+		if e.Attempt > 1 {
+			m.pushAttempts.WithLabelValues(resultRetry).Inc()
+		}
+		if e.Delivered {
+			m.pushAttempts.WithLabelValues(resultDelivered).Inc()
+		}
+		return
 	}
-	if r.Delivered {
-		m.pushAttempts.WithLabelValues(resultDelivered).Inc()
-	}
-}
-
-// PushResult counts a notification's final outcome, its latency and any guard
-// refusal; wire it to push.DelivererConfig.OnResult.
-func (m *Metrics) PushResult(r push.Result) {
 	result := resultDelivered
-	if !r.Delivered {
+	if !e.Delivered {
 		result = resultFailed
-		if r.Attempts > 0 {
+		if e.Attempt > 0 {
 			m.pushAttempts.WithLabelValues(resultFailed).Inc()
 		}
-		var refused *push.RefusedError
-		if errors.As(r.Err, &refused) {
-			if c, err := m.guardRefusals.GetMetricWithLabelValues(refused.Reason); err == nil {
+		if e.Refused != "" {
+			if c, err := m.guardRefusals.GetMetricWithLabelValues(e.Refused); err == nil {
 				c.Inc()
 			}
 		}
 	}
 	m.pushDeliveries.WithLabelValues(result).Inc()
-	m.pushDuration.Observe(r.Latency.Seconds())
+	m.pushDuration.Observe(e.Latency.Seconds())
+}
+
+// evictionLabel bounds the eviction reason label.
+func evictionLabel(r string) string {
+	switch r {
+	case task.EvictedStoreFull, task.EvictedOwnerFull:
+		return r
+	}
+	return labelUnknown
 }
 
 // opLabel bounds the operation label to writ's vocabulary.
@@ -553,7 +535,7 @@ func opLabel(o task.Operation) string {
 // modeLabel bounds the mode label to the proxy's modes.
 func modeLabel(mode string) string {
 	switch mode {
-	case proxy.ModeSidecar, proxy.ModeExtAuthz:
+	case events.ModeSidecar, events.ModeExtAuthz, events.ModeExtProc:
 		return mode
 	}
 	return labelUnknown
@@ -587,8 +569,10 @@ func statusLabel(code int) string {
 // taskStates exports writ_tasks{state} from one Store.Stats call per scrape, one
 // series per kernel state.
 type taskStates struct {
-	store *task.MemoryStore
-	desc  *prometheus.Desc
+	store interface {
+		Stats(context.Context) (task.StoreStats, error)
+	}
+	desc *prometheus.Desc
 }
 
 // Describe implements prometheus.Collector.
@@ -609,7 +593,7 @@ func (c *taskStates) Collect(ch chan<- prometheus.Metric) {
 // policyInfo exports writ_policy_info{revision} = 1 for the revision serving at
 // scrape time, so a reload moves it.
 type policyInfo struct {
-	engine *authz.Engine
+	policy interface{ Revision() string }
 	desc   *prometheus.Desc
 }
 
@@ -618,9 +602,7 @@ func (c *policyInfo) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *policyInfo) Collect(ch chan<- prometheus.Metric) {
-	p := c.engine.Policy()
-	if p == nil {
-		return
+	if rev := c.policy.Revision(); rev != "" {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, rev)
 	}
-	ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, p.Revision)
 }

@@ -1,6 +1,9 @@
 package metrics_test
 
 import (
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
 	"bytes"
 	"context"
 	"errors"
@@ -22,9 +25,11 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
 )
@@ -36,52 +41,52 @@ const (
 )
 
 var (
-	investigator = identity.Caller{Authenticated: true, Method: "jwt", AgentID: "payments-investigator", UserID: "u-42", Tenant: "wholesale"}
-	retailer     = identity.Caller{Authenticated: true, Method: "jwt", AgentID: "kyc-bot", UserID: "u-7", Tenant: "retail"}
+	investigator = events.Caller{Authenticated: true, Method: "jwt", AgentID: "payments-investigator", UserID: "u-42", Tenant: "wholesale"}
+	retailer     = events.Caller{Authenticated: true, Method: "jwt", AgentID: "kyc-bot", UserID: "u-7", Tenant: "retail"}
 )
 
 // scriptedDecisions are the decisions of the scripted run; every result, mode and
 // the label bounds are covered.
-func scriptedDecisions() []proxy.DecisionEvent {
-	return []proxy.DecisionEvent{
-		{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Caller: investigator, TaskID: "t-1",
+func scriptedDecisions() []events.Decision {
+	return []events.Decision{
+		{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Caller: investigator, TaskID: "t-1",
 			Allow: true, Eval: 2 * time.Millisecond},
-		{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Caller: investigator, TaskID: "t-2",
+		{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Caller: investigator, TaskID: "t-2",
 			Allow: true, CacheHit: true, Eval: 10 * time.Microsecond},
 		// The same code twice in one decision counts once.
-		{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpGet, Caller: retailer, TaskID: "t-1",
+		{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpGet, Caller: retailer, TaskID: "t-1",
 			Denials: []task.Denial{{Code: "TENANT_MISMATCH"}, {Code: "SCOPE_MISSING", Reason: "a"}, {Code: "SCOPE_MISSING", Reason: "b"}},
 			Eval:    time.Millisecond},
-		{Mode: proxy.ModeExtAuthz, Route: deadAgent, Operation: task.OpSend, Caller: retailer,
+		{Mode: events.ModeExtAuthz, Route: deadAgent, Operation: task.OpSend, Caller: retailer,
 			Allow: true, DryRun: true, Denials: []task.Denial{{Code: "DEPTH_EXCEEDED"}}, CacheHit: true, Eval: 20 * time.Microsecond},
-		{Mode: proxy.ModeSidecar, Route: deadAgent, Operation: task.OpSend, Caller: investigator,
+		{Mode: events.ModeSidecar, Route: deadAgent, Operation: task.OpSend, Caller: investigator,
 			Denials: []task.Denial{{Code: authz.PolicyErrorCode}}, Error: "policy evaluation: boom", Eval: 3 * time.Millisecond},
 		// Out-of-vocabulary mode and operation are bounded to "other".
 		{Mode: "carrier-pigeon", Route: sanctions, Operation: "frobnicate", Caller: investigator, Allow: true, Eval: time.Millisecond},
 	}
 }
 
-func scriptedRequests() []proxy.RequestEvent {
-	return []proxy.RequestEvent{
-		{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200, Duration: 50 * time.Millisecond, Upstream: 40 * time.Millisecond},
-		{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200, Duration: 30 * time.Millisecond, Upstream: 20 * time.Millisecond},
-		{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpGet, Status: 403, Duration: 10 * time.Millisecond},
-		{Mode: proxy.ModeExtAuthz, Route: deadAgent, Operation: task.OpSend, Status: 200, Duration: 5 * time.Millisecond},
-		{Mode: proxy.ModeExtAuthz, Route: deadAgent, Operation: task.OpSend, Status: 403, Duration: 4 * time.Millisecond},
-		{Mode: proxy.ModeSidecar, Status: 404, Duration: time.Millisecond}, // no route matched
+func scriptedRequests() []events.Request {
+	return []events.Request{
+		{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200, Duration: 50 * time.Millisecond, Upstream: 40 * time.Millisecond},
+		{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200, Duration: 30 * time.Millisecond, Upstream: 20 * time.Millisecond},
+		{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpGet, Status: 403, Duration: 10 * time.Millisecond},
+		{Mode: events.ModeExtAuthz, Route: deadAgent, Operation: task.OpSend, Status: 200, Duration: 5 * time.Millisecond},
+		{Mode: events.ModeExtAuthz, Route: deadAgent, Operation: task.OpSend, Status: 403, Duration: 4 * time.Millisecond},
+		{Mode: events.ModeSidecar, Status: 404, Duration: time.Millisecond}, // no route matched
 	}
 }
 
-func scriptedTaskEvents() []proxy.TaskEvent {
-	return []proxy.TaskEvent{
-		{Kind: proxy.TaskCreated, Route: sanctions, TaskID: "t-1", To: task.Queued},
-		{Kind: proxy.TaskCreated, Route: sanctions, TaskID: "t-2", To: task.Running},
-		{Kind: proxy.TaskStateChanged, Route: sanctions, TaskID: "t-1", From: task.Queued, To: task.Running},
-		{Kind: proxy.TaskStateChanged, Route: sanctions, TaskID: "t-1", From: task.Running, To: task.Succeeded},
-		{Kind: proxy.TaskStateChanged, Route: sanctions, TaskID: "t-2", From: task.Running, To: task.Succeeded},
-		{Kind: proxy.TaskStateChanged, Route: sanctions, TaskID: "t-3", From: "bogus", To: task.Running},
-		{Kind: proxy.TaskViolation, Route: sanctions, TaskID: "t-1", From: task.Succeeded, To: task.Running},
-		{Kind: proxy.TaskArtifact, Route: sanctions, TaskID: "t-1", Artifact: "sanctions-screening"},
+func scriptedTaskEvents() []events.Task {
+	return []events.Task{
+		{Kind: events.TaskCreated, Route: sanctions, TaskID: "t-1", To: task.Queued},
+		{Kind: events.TaskCreated, Route: sanctions, TaskID: "t-2", To: task.Running},
+		{Kind: events.TaskStateChanged, Route: sanctions, TaskID: "t-1", From: task.Queued, To: task.Running},
+		{Kind: events.TaskStateChanged, Route: sanctions, TaskID: "t-1", From: task.Running, To: task.Succeeded},
+		{Kind: events.TaskStateChanged, Route: sanctions, TaskID: "t-2", From: task.Running, To: task.Succeeded},
+		{Kind: events.TaskStateChanged, Route: sanctions, TaskID: "t-3", From: "bogus", To: task.Running},
+		{Kind: events.TaskViolation, Route: sanctions, TaskID: "t-1", From: task.Succeeded, To: task.Running},
+		{Kind: events.TaskArtifact, Route: sanctions, TaskID: "t-1", Artifact: "sanctions-screening"},
 	}
 }
 
@@ -90,9 +95,8 @@ func scriptedTaskEvents() []proxy.TaskEvent {
 // the proxy), scrapes /metrics over HTTP and checks every family's exact values.
 func TestScrapeAfterScriptedRun(t *testing.T) {
 	w := newWorld(t, refusedURL(t))
-	m := metrics.New(config.Metrics{}, metrics.Sources{Engine: w.engine, Reloader: w.reloader, Identity: w.ident, Store: w.store})
-	px := w.proxy(t, m)
-	url := serveMetrics(t, m)
+	bus := &events.Bus{}
+	px := w.proxy(t, bus)
 	ctx := context.Background()
 
 	// Push: a loopback receiver, a plain client, fast retries.
@@ -117,21 +121,19 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	results := make(chan push.Result, 16)
 	d := push.NewDeliverer(push.DelivererConfig{Workers: 2, QueueSize: 2, MaxAttempts: 3,
 		BaseBackoff: time.Millisecond, MaxBackoff: time.Millisecond, AttemptTimeout: 5 * time.Second,
-		Client: &http.Client{}, Logger: quiet(),
-		OnAttempt: m.PushAttempt,
-		OnResult:  func(r push.Result) { m.PushResult(r); results <- r }})
+		Client: &http.Client{}, Logger: quiet(), Events: bus,
+		OnResult: func(r push.Result) { results <- r }})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		d.Close(ctx)
 	})
 	t.Cleanup(func() { close(release) }) // runs first: the held deliveries finish
-	if err := m.Attach(metrics.Sources{Push: d, Proxy: px}); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Attach(metrics.Sources{Push: d}); err == nil {
-		t.Error("a second Push source was attached")
-	}
+	// The observers come last, built from the producers' snapshots.
+	m := metrics.New(config.Metrics{}, metrics.Sources{DecisionCache: w.engine, Policy: w.engine, Reloads: w.reloader,
+		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px})
+	bus.Subscribe(m)
+	url := serveMetrics(t, m)
 
 	// Before anything happens: the live revision, zero counters.
 	rev0 := w.engine.Policy().Revision
@@ -165,7 +167,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		caller = c
 	}
 	// Decision cache: the same input twice is a miss, then a hit.
-	in := authz.BuildInput(&authz.Facts{Caller: caller, Target: w.cfg.Agents[0].Target(),
+	in := authz.BuildInput(&authz.Facts{Caller: caller, Target: authz.TargetOf(&w.cfg.Agents[0]),
 		Request: &task.Request{Operation: task.OpSend, Protocol: task.Protocol{Name: "a2a", Version: "0.3", Binding: task.BindingJSONRPC, Method: "message/send"},
 			Message: &task.MessageSummary{ID: "m-1", Role: "user", Parts: task.PartCounts{Text: 1}}},
 		HTTP: authz.HTTPInfo{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:40000"}})
@@ -390,7 +392,7 @@ func TestTenantLabels(t *testing.T) {
 	for _, e := range scriptedRequests() {
 		m.Served(e)
 	}
-	m.Decided(proxy.DecisionEvent{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Allow: true}) // anonymous
+	m.Decided(events.Decision{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Allow: true}) // anonymous
 	s := scrapeURL(t, serveMetrics(t, m))
 	s.want(t, "writ_decisions_total", counter, map[string]float64{
 		L("route", sanctions, "operation", "send", "result", "allow", "mode", "sidecar", "tenant", "wholesale"):  2,
@@ -413,27 +415,28 @@ func TestNoSources(t *testing.T) {
 	m := metrics.New(config.Metrics{}, metrics.Sources{})
 	url := serveMetrics(t, m)
 	// Only the families without labels exist before any event.
-	if got, want := scrapeURL(t, url).writ(), []string{"writ_push_delivery_duration_seconds", "writ_tasks_created_total"}; !slices.Equal(got, want) {
+	if got, want := scrapeURL(t, url).writ(), []string{"writ_push_delivery_duration_seconds", "writ_task_evictions_total",
+		"writ_tasks_created_total", "writ_upstream_errors_total", "writ_upstream_invalid_responses_total"}; !slices.Equal(got, want) {
 		t.Errorf("families before any event: %v, want %v", got, want)
 	}
 	for _, e := range scriptedDecisions() {
 		m.Decided(e)
 	}
-	m.PushResult(push.Result{Attempts: 1, Delivered: true, Latency: time.Second})
+	m.Pushed(push.Event(push.Result{Attempts: 1, Delivered: true, Latency: time.Second}, true))
 	s := scrapeURL(t, url)
 	for _, name := range s.writ() {
 		if !slices.Contains(metrics.Names(), name) {
 			t.Errorf("%s is not in Names()", name)
 		}
 	}
-	for _, name := range []string{"writ_tasks", "writ_policy_info", "writ_push_queue_depth", "writ_decision_cache_hits_total", "writ_upstream_errors_total"} {
+	for _, name := range []string{"writ_tasks", "writ_policy_info", "writ_push_queue_depth", "writ_decision_cache_hits_total", "writ_store_errors_total"} {
 		if s[name] != nil {
 			t.Errorf("%s exported without its source", name)
 		}
 	}
 	s.want(t, "writ_push_deliveries_total", counter, map[string]float64{L("result", "delivered"): 1})
-	if s["writ_push_attempts_total"] != nil { // attempts come from PushAttempt
-		t.Error("PushResult counted an attempt of a delivered notification")
+	if s["writ_push_attempts_total"] != nil { // attempts come from attempt events
+		t.Error("an outcome counted an attempt of a delivered notification")
 	}
 	if m.Registry() == nil {
 		t.Fatal("no registry")
@@ -443,28 +446,30 @@ func TestNoSources(t *testing.T) {
 // recorder keeps every hook event, as the test's oracle.
 type recorder struct {
 	mu        sync.Mutex
-	decisions []proxy.DecisionEvent
-	requests  []proxy.RequestEvent
-	tasks     []proxy.TaskEvent
+	decisions []events.Decision
+	requests  []events.Request
+	tasks     []events.Task
 }
 
-func (r *recorder) Decided(e proxy.DecisionEvent) {
+func (r *recorder) Decided(e events.Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.decisions = append(r.decisions, e)
 }
 
-func (r *recorder) Served(e proxy.RequestEvent) {
+func (r *recorder) Served(e events.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.requests = append(r.requests, e)
 }
 
-func (r *recorder) TaskChanged(e proxy.TaskEvent) {
+func (r *recorder) TaskChanged(e events.Task) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.tasks = append(r.tasks, e)
 }
+
+func (r *recorder) Pushed(events.Push) {}
 
 // TestThroughProxy puts the metrics on a real sidecar in front of the seed's
 // sanctions agent: an allowed send (forwarded, task recorded), an anonymous send
@@ -478,12 +483,13 @@ func TestThroughProxy(t *testing.T) {
 	t.Cleanup(func() { agent.Close() })
 	w := newWorld(t, agent.URL)
 	rec := &recorder{}
-	m := metrics.New(config.Metrics{}, metrics.Sources{Engine: w.engine, Reloader: w.reloader, Identity: w.ident, Store: w.store})
-	px := w.proxy(t, proxy.MultiHooks{m, rec})
-	if err := m.Attach(metrics.Sources{Proxy: px}); err != nil {
-		t.Fatal(err)
-	}
-	sidecar := httptest.NewServer(px)
+	bus := &events.Bus{}
+	px := w.proxy(t, bus)
+	m := metrics.New(config.Metrics{}, metrics.Sources{DecisionCache: w.engine, Policy: w.engine, Reloads: w.reloader,
+		TokenCache: w.ident, Store: w.store, Lifecycle: px})
+	bus.Subscribe(m)
+	bus.Subscribe(rec)
+	sidecar := httptest.NewServer(proxy.NewSidecar(px, nil))
 	t.Cleanup(sidecar.Close)
 	url := serveMetrics(t, m)
 	tok := w.token(t)
@@ -512,10 +518,17 @@ func TestThroughProxy(t *testing.T) {
 	if st := send("/dead", tok); st < 500 {
 		t.Fatalf("send to a dead agent: %d", st)
 	}
-	v := px.Check(context.Background(), proxy.Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:40000",
-		Header: http.Header{"Authorization": {"Bearer " + tok}, "Content-Type": {"application/json"}}, Body: sendBody()})
-	if !v.Allow {
-		t.Fatalf("ext_authz check denied: %+v", v.Answer)
+	ext, err := extauthz.New(px, w.ident, w.cfg, quiet())
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := ext.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+			SocketAddress: &corev3.SocketAddress{Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}}}}},
+		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{Method: "POST", Path: "/", Host: "writ.test",
+			Headers: map[string]string{"authorization": "Bearer " + tok, "content-type": "application/json"}, RawBody: sendBody()}}}})
+	if err != nil || check.GetOkResponse() == nil {
+		t.Fatalf("ext_authz check denied: %v %v", check, err)
 	}
 
 	s := scrapeURL(t, url)
@@ -598,9 +611,9 @@ func TestConcurrentHooks(t *testing.T) {
 		wg.Go(func() {
 			for i := range per {
 				tenant := "tenant-" + strconv.Itoa(i%37) // new series keep appearing
-				m.Decided(proxy.DecisionEvent{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend,
-					Caller: identity.Caller{Tenant: tenant}, Denials: []task.Denial{{Code: "C" + strconv.Itoa(i%5)}}})
-				m.Served(proxy.RequestEvent{Mode: proxy.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200 + i%3, Upstream: time.Millisecond})
+				m.Decided(events.Decision{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend,
+					Caller: events.Caller{Tenant: tenant}, Denials: []task.Denial{{Code: "C" + strconv.Itoa(i%5)}}})
+				m.Served(events.Request{Mode: events.ModeSidecar, Route: sanctions, Operation: task.OpSend, Status: 200 + i%3, Upstream: time.Millisecond})
 				if g == 0 && i%100 == 0 {
 					scrapeURL(t, url)
 				}
@@ -609,8 +622,8 @@ func TestConcurrentHooks(t *testing.T) {
 	}
 	wg.Wait()
 	// Invalid UTF-8 in a label value is dropped, never a panic on the request path.
-	m.Decided(proxy.DecisionEvent{Mode: proxy.ModeSidecar, Route: "bad\xff", Operation: task.OpSend})
-	m.Served(proxy.RequestEvent{Mode: proxy.ModeSidecar, Route: "bad\xff", Status: 200, Upstream: time.Millisecond})
+	m.Decided(events.Decision{Mode: events.ModeSidecar, Route: "bad\xff", Operation: task.OpSend})
+	m.Served(events.Request{Mode: events.ModeSidecar, Route: "bad\xff", Status: 200, Upstream: time.Millisecond})
 
 	s := scrapeURL(t, url)
 	decisions, denials, requests := map[string]float64{}, map[string]float64{}, map[string]float64{}

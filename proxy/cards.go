@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,7 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -19,7 +19,7 @@ const cardTTL = time.Minute
 
 // cardCache fetches and caches an upstream agent's card.
 type cardCache struct {
-	s  *Server
+	c  *Core
 	rt *route
 	mu sync.Mutex
 	// card is the parsed upstream card; version its protocol version.
@@ -28,40 +28,52 @@ type cardCache struct {
 	fetched time.Time
 }
 
-func newCardCache(s *Server, rt *route) *cardCache { return &cardCache{s: s, rt: rt} }
+func newCardCache(c *Core, rt *route) *cardCache { return &cardCache{c: c, rt: rt} }
+
+// errNoCards: the route's protocol publishes no card writ serves.
+var errNoCards = errors.New("the agent's protocol publishes no card writ serves")
 
 // get returns the upstream card, fetching it when the cached one is stale.
-func (c *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.card != nil && time.Since(c.fetched) < cardTTL {
-		return c.card, c.version, nil
+func (cc *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.card != nil && time.Since(cc.fetched) < cardTTL {
+		return cc.card, cc.version, nil
 	}
-	lastErr := fmt.Errorf("the agent's protocol publishes no card writ serves")
-	for _, path := range c.rt.cardEdge().CardPaths() {
-		card, version, err := c.fetch(ctx, path)
+	cards, ok := cc.rt.edges.Cards()
+	if !ok {
+		return nil, "", errNoCards
+	}
+	lastErr := errNoCards
+	for _, path := range cards.CardPaths() {
+		card, version, err := cc.fetch(ctx, path)
 		if err == nil {
-			c.card, c.version, c.fetched = card, version, time.Now()
-			return c.card, c.version, nil
+			cc.card, cc.version, cc.fetched = card, version, time.Now()
+			return cc.card, cc.version, nil
 		}
 		lastErr = err
 	}
-	if c.card != nil { // a stale card beats none while the agent is unreachable
-		return c.card, c.version, nil
+	if cc.card != nil { // a stale card beats none while the agent is unreachable
+		return cc.card, cc.version, nil
 	}
 	return nil, "", lastErr
 }
 
-func (c *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, string, error) {
+// fetch asks the agent for its card at path, fresh.
+func (cc *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, string, error) {
+	cards, ok := cc.rt.edges.Cards()
+	if !ok {
+		return nil, "", errNoCards
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	u := *c.rt.upstream
-	u.Path = joinPath(c.rt.upstream.Path, path)
+	u := *cc.rt.upstream
+	u.Path = joinPath(cc.rt.upstream.Path, path)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, "", err
 	}
-	resp, err := c.s.client.Do(req)
+	resp, err := cc.c.client.Do(req)
 	if err != nil {
 		return nil, "", err
 	}
@@ -73,17 +85,13 @@ func (c *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, st
 	if err != nil {
 		return nil, "", err
 	}
-	return c.rt.cardEdge().ParseCard(body)
+	return cards.ParseCard(body)
 }
-
-// cardEdge is the adapter of the route's card: the one that serves its
-// well-known card path (A2A, for an auto route).
-func (rt *route) cardEdge() adapters.Edge { return rt.edge("/.well-known/agent-card.json") }
 
 // publicCard is the card writ publishes for a route: the upstream's card with its
 // interface URLs moved to the public URL, its security schemes replaced by what
 // writ verifies, and nothing of the platform metadata.
-func (s *Server) publicCard(ctx context.Context, rt *route) (*task.AgentCard, string, error) {
+func (c *Core) publicCard(ctx context.Context, rt *route) (*task.AgentCard, string, error) {
 	up, version, err := rt.cards.get(ctx)
 	if err != nil {
 		return nil, "", err
@@ -91,7 +99,7 @@ func (s *Server) publicCard(ctx context.Context, rt *route) (*task.AgentCard, st
 	card := *up
 	base := rt.agent.PublicURL
 	if base == "" {
-		base = "http://" + s.cfg.Listen + rt.prefix
+		base = "http://" + c.cfg.Listen + rt.prefix
 	}
 	card.Interfaces = nil
 	for _, iface := range up.Interfaces {
@@ -101,13 +109,13 @@ func (s *Server) publicCard(ctx context.Context, rt *route) (*task.AgentCard, st
 	if len(rt.target.Skills) > 0 {
 		card.Skills = rt.target.Skills // the config's skills override the card's
 	}
-	if s.pushOn() {
+	if c.pushOn() {
 		// Push is writ's own capability: it keeps configs and delivers itself.
 		card.Capabilities.PushNotifications = true
 	}
-	card.SecuritySchemes = s.schemes
+	card.SecuritySchemes = c.schemes
 	card.Security = nil
-	for _, sc := range s.schemes {
+	for _, sc := range c.schemes {
 		card.Security = append(card.Security, map[string][]string{sc.Name: {}})
 	}
 	return &card, version, nil
@@ -133,23 +141,4 @@ func rebase(raw, base string, upstream *url.URL) string {
 		rest = ""
 	}
 	return strings.TrimSuffix(base, "/") + rest
-}
-
-// serveCard answers an allowed card request (a denied one never gets here).
-func (s *Server) serveCard(w http.ResponseWriter, r *http.Request, x *exchange) {
-	card, version, err := s.publicCard(r.Context(), x.rt)
-	if err != nil {
-		s.log.Warn("the agent's card could not be fetched", "agent", x.rt.agent.Name, "error", err)
-		s.fail(w, x, task.NewFault(task.KindUpstreamUnavailable, "the agent's card is unavailable"))
-		return
-	}
-	body, err := x.edge.RenderCard(card, version)
-	if err != nil {
-		s.fail(w, x, task.NewFault(task.KindInternal, "rendering the card failed"))
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "private, max-age=60")
-	w.Header().Set(DecisionHeader, x.dec.ID)
-	_, _ = w.Write(body)
 }

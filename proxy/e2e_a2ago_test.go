@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/writ-authz/writ/adapters"
 	"net/http"
 	"strings"
 	"testing"
@@ -350,7 +351,7 @@ func TestCardsAndDiscovery(t *testing.T) {
 	}
 
 	names := func(tok, query string) []string {
-		resp, body := w.do("GET", DirectoryPath+query, tok, nil, nil)
+		resp, body := w.do("GET", adapters.DirectoryPath+query, tok, nil, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("directory: %d %s", resp.StatusCode, body)
 		}

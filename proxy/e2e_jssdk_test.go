@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"encoding/json"
+	"github.com/writ-authz/writ/adapters"
 	"strings"
 	"testing"
 
@@ -182,7 +183,7 @@ func TestJSAgentLifecycleAndVisibility(t *testing.T) {
 	}
 	// Discovery: the investigator sees the three agents; the outsider none.
 	count := func(tok string) int {
-		_, body := h.do("GET", DirectoryPath, tok, nil, nil)
+		_, body := h.do("GET", adapters.DirectoryPath, tok, nil, nil)
 		var d struct {
 			Agents []json.RawMessage `json:"agents"`
 		}

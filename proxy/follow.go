@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -24,19 +25,21 @@ const (
 
 // maybeFollow starts followers for the running tasks an answer revealed, if they
 // carry push configs. A stream follows its task by itself and needs none.
-func (s *Server) maybeFollow(x *exchange, events []task.Event) {
-	if !s.pushOn() || streams(x.req.Operation) {
+func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
+	x := p.x
+	if !c.pushOn() || p.Streams {
 		return
 	}
 	seen := map[string]bool{}
-	for _, ev := range events {
+	for _, ev := range evs {
 		if ev.TaskID == "" || seen[ev.TaskID] {
 			continue
 		}
 		seen[ev.TaskID] = true
-		rec, ok, err := s.store.Get(context.Background(), task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID})
+		rec, ok, err := c.store.Get(c.life, task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID})
 		if err != nil {
-			s.log.Error("lifecycle store unavailable; the task is not followed", "task_id", ev.TaskID, "error", err)
+			c.stats.StoreErrors.Add(1)
+			c.log.Error("lifecycle store unavailable; the task is not followed", "task_id", ev.TaskID, "error", err)
 			continue
 		}
 		// A task waiting for its caller (input, auth) moves only when the caller
@@ -46,26 +49,40 @@ func (s *Server) maybeFollow(x *exchange, events []task.Event) {
 			continue
 		}
 		select {
-		case s.followers <- struct{}{}:
+		case c.followers <- struct{}{}:
 			go func(id string) {
-				defer func() { <-s.followers }()
-				s.follow(x, id)
+				defer func() { <-c.followers }()
+				c.follow(x, id)
 			}(ev.TaskID)
 		default:
-			s.log.Warn("too many tasks followed; this one is not", "task_id", ev.TaskID)
+			c.log.Warn("too many tasks followed; this one is not", "task_id", ev.TaskID)
 		}
 	}
 }
 
-// follow polls the agent for one task until it ends, expires or is forgotten.
-func (s *Server) follow(x *exchange, id string) {
-	ctx, cancel := context.WithTimeout(s.life, s.cfg.Lifecycle.TTL)
+// follower is the plan of writ's own requests about a task it follows: the
+// caller and decision of the request that created it.
+func (c *Core) follower(x *exchange, req *task.Request) *Plan {
+	fx := *x
+	fx.req = *req
+	return &Plan{core: c, x: &fx, pushAttached: true}
+}
+
+// follow watches one task until it ends, expires or is forgotten.
+func (c *Core) follow(x *exchange, id string) {
+	ctx, cancel := context.WithTimeout(c.life, c.cfg.Lifecycle.TTL)
 	defer cancel()
-	if s.subscribe(ctx, x, id) {
+	if c.subscribe(ctx, x, id) {
 		return
 	}
-	method, path, body, get := x.edge.GetTaskRequest(&x.req, id)
-	fx := &exchange{rt: x.rt, edge: x.edge, req: *get, caller: x.caller, input: x.input, dec: x.dec}
+	poller, ok := x.edge.(adapters.Poller)
+	ans, ok2 := x.edge.(adapters.Answers)
+	if !ok || !ok2 {
+		return
+	}
+	method, path, body, get := poller.GetTaskRequest(&x.req, id)
+	fp := c.follower(x, get)
+	ref := task.Ref{Agent: x.rt.agent.Name, ID: id}
 	wait := followFirst
 	for {
 		select {
@@ -74,42 +91,42 @@ func (s *Server) follow(x *exchange, id string) {
 		case <-time.After(wait):
 		}
 		wait = min(wait*2, followMax)
-		rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+		rec, ok, err := c.store.Get(ctx, ref)
 		if err != nil {
-			s.log.Warn("following a task: the lifecycle store is unavailable; retrying", "task_id", id, "error", err)
+			c.log.Warn("following a task: the lifecycle store is unavailable; retrying", "task_id", id, "error", err)
 			continue
 		}
 		if !ok || rec.Task.State.Terminal() {
 			return
 		}
-		resp, err := s.followRequest(ctx, x, method, path, body)
+		resp, err := c.followRequest(ctx, x, method, path, body)
 		if err != nil {
 			continue
 		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes))
 		resp.Body.Close()
 		if err != nil {
 			continue
 		}
-		events, err := x.edge.ParseResponse(get, resp.StatusCode, raw)
+		evs, err := ans.ParseResponse(get, resp.StatusCode, raw)
 		if err != nil {
-			s.log.Warn("following a task: the agent's answer is not valid", "task_id", id, "error", err)
+			c.log.Warn("following a task: the agent's answer is not valid", "task_id", id, "error", err)
 			continue
 		}
-		s.observe(ctx, fx, events)
+		c.observe(ctx, fp, evs)
 	}
 }
 
 // followRequest sends writ's own request about a task upstream, on behalf of the
 // caller who created it (their headers, writ's Writ-Caller).
-func (s *Server) followRequest(ctx context.Context, x *exchange, method, path string, body []byte) (*http.Response, error) {
+func (c *Core) followRequest(ctx context.Context, x *exchange, method, path string, body []byte) (*http.Response, error) {
 	target := *x.rt.upstream
 	target.Path = joinPath(x.rt.upstream.Path, path)
 	req, err := http.NewRequestWithContext(ctx, method, target.String(), bytes.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
-	req.Header = x.in.Header.Clone()
+	req.Header = x.inc.Header.Clone()
 	stripHop(req.Header)
 	req.Header.Del("Content-Length")
 	req.Header.Set(CallerHeader, callerHeader(x.caller))
@@ -117,22 +134,23 @@ func (s *Server) followRequest(ctx context.Context, x *exchange, method, path st
 	if len(body) > 0 {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	return s.client.Do(req)
+	return c.client.Do(req)
 }
 
 // subscribe follows a task through the agent's own event stream, when its card
 // says it streams. It reports whether the task was followed to its end; false
 // means polling should take over.
-func (s *Server) subscribe(ctx context.Context, x *exchange, id string) bool {
+func (c *Core) subscribe(ctx context.Context, x *exchange, id string) bool {
+	sub, ok := x.edge.(adapters.Subscriber)
+	if !ok {
+		return false
+	}
 	card, _, err := x.rt.cards.get(ctx)
 	if err != nil || !card.Capabilities.Streaming {
 		return false
 	}
-	method, path, body, sub, ok := x.edge.SubscribeRequest(&x.req, id)
-	if !ok {
-		return false
-	}
-	resp, err := s.followRequest(ctx, x, method, path, body)
+	method, path, body, req := sub.SubscribeRequest(&x.req, id)
+	resp, err := c.followRequest(ctx, x, method, path, body)
 	if err != nil {
 		return false
 	}
@@ -140,17 +158,12 @@ func (s *Server) subscribe(ctx context.Context, x *exchange, id string) bool {
 	if resp.StatusCode != http.StatusOK || !isEventStream(resp.Header.Get("Content-Type")) {
 		return false
 	}
-	fx := &exchange{rt: x.rt, edge: x.edge, req: *sub, caller: x.caller, input: x.input, dec: x.dec}
-	reader := x.edge.NewStreamReader(sub, resp.Body, s.cfg.Limits.MaxEventBytes)
+	relay := c.follower(x, req).Relay(ctx, resp.Body)
 	for {
-		ev, events, err := reader.Next()
-		if err != nil && len(ev.Raw) == 0 {
-			break // the stream ended
-		}
-		if err == nil {
-			s.observe(ctx, fx, events)
+		if _, err := relay.Next(); err != nil {
+			break
 		}
 	}
-	rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+	rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
 	return err == nil && (!ok || rec.Task.State.Terminal())
 }

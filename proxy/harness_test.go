@@ -16,6 +16,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/task"
 )
@@ -24,7 +25,8 @@ import (
 // provider that signs real JWTs.
 type harness struct {
 	t     *testing.T
-	px    *Server
+	px    *Core
+	bus   *events.Bus
 	srv   *httptest.Server
 	store *task.MemoryStore
 	idp   *devidp.Provider
@@ -96,17 +98,19 @@ func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Con
 		t.Fatal(err)
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
-	px, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: store, Push: n,
+	bus := &events.Bus{}
+	px, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: store, Push: n, Events: bus,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
-	h := &harness{t: t, px: px, store: store, idp: idp, cfg: cfg}
-	h.srv = httptest.NewUnstartedServer(px)
+	h := &harness{t: t, px: px, bus: bus, store: store, idp: idp, cfg: cfg}
+	sc := NewSidecar(px, nil)
+	h.srv = httptest.NewUnstartedServer(sc)
 	h.srv.Listener.Close()
 	h.srv.Listener = ln
-	h.srv.Config = px.HTTPServer("")
+	h.srv.Config = sc.HTTPServer("")
 	h.srv.Start()
 	t.Cleanup(h.srv.Close)
 	return h

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -22,25 +24,26 @@ func continues(req *task.Request) bool {
 	return req.Operation.FollowUp()
 }
 
-// lookupTask loads the lifecycle record of the task the request continues. A task
-// writ never saw, or one that runs on another agent, is not found (unless the
-// configured migration rule lets the policy decide).
-func (s *Server) lookupTask(ctx context.Context, x *exchange) *task.Fault {
+// lookupTask loads the lifecycle record of the task the request continues. A
+// task writ never saw on this agent is not found (unless the configured
+// migration rule lets the policy decide). A store that cannot answer refuses
+// the request.
+func (c *Core) lookupTask(ctx context.Context, x *exchange) *task.Fault {
 	if !continues(&x.req) {
 		return nil
 	}
-	rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID})
+	ref := task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID}
+	rec, ok, err := c.store.Get(ctx, ref)
 	if err != nil {
-		s.log.Error("lifecycle store unavailable; the request is denied", "error", err)
-		return task.NewFault(task.KindInternal, "the task lifecycle store is unavailable")
+		return c.storeDown("looking up a task", err)
 	}
-	if !ok {
-		if s.cfg.Lifecycle.UnknownTasks != "allow" {
-			return notFound(x.req.TaskID)
-		}
+	if ok {
+		x.record = &rec
 		return nil
 	}
-	x.record = &rec
+	if c.cfg.Lifecycle.UnknownTasks != "allow" {
+		return notFound(x.req.TaskID)
+	}
 	return nil
 }
 
@@ -66,64 +69,79 @@ func lifecycleLaw(x *exchange) *task.Fault {
 
 // observe records what an upstream answer said about tasks. A task is recorded
 // the first time an answer reveals it, owned by the caller who created it. An
-// illegal transition keeps the stored state and is logged as a protocol violation.
-func (s *Server) observe(ctx context.Context, x *exchange, events []task.Event) {
-	for _, ev := range events {
+// illegal transition keeps the stored state and is logged as a protocol
+// violation. A store failure is logged and counted; when it loses the record
+// of the task this request created, p.failed is set (the answer is refused).
+func (c *Core) observe(ctx context.Context, p *Plan, evs []task.Event) {
+	x := p.x
+	for _, ev := range evs {
 		if ev.TaskID == "" || ev.Kind == task.EventMessage || ev.Kind == task.EventError {
 			continue
 		}
 		ref := task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID}
-		prev, rec, err := s.store.Apply(ctx, ref, ev)
+		prev, rec, err := c.store.Apply(ctx, ref, ev)
 		if errors.Is(err, task.ErrNotFound) {
-			created, ok, cerr := s.create(ctx, x, ev)
-			if cerr != nil {
-				s.log.Error("lifecycle store: recording a new task failed", "task_id", ev.TaskID, "error", cerr)
-				continue
-			}
-			if !ok {
-				continue
-			}
-			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskCreated, Route: x.rt.agent.Name,
-				TaskID: ev.TaskID, ContextID: created.Task.ContextID, To: created.Task.State})
-			s.artifactEvents(x, task.Record{}, created)
-			s.notify(created)
+			c.created(ctx, p, ev)
 			continue
 		}
 		var te *task.TransitionError
-		switch {
-		case err == nil || errors.As(err, &te):
-			s.artifactEvents(x, prev, rec)
-			if rec.Task.State != prev.Task.State {
-				s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskStateChanged, Route: x.rt.agent.Name,
-					TaskID: ev.TaskID, ContextID: rec.Task.ContextID, From: prev.Task.State, To: rec.Task.State})
+		if err != nil && !errors.As(err, &te) {
+			c.stats.StoreErrors.Add(1)
+			c.log.Error("lifecycle store: recording an event failed; the stored state lags until the next one",
+				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
+			continue
+		}
+		c.artifactEvents(x, prev, rec)
+		if rec.Task.State != prev.Task.State {
+			c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskStateChanged, Route: x.rt.agent.Name,
+				TaskID: ev.TaskID, ContextID: rec.Task.ContextID, From: prev.Task.State, To: rec.Task.State})
+		}
+		if x.req.Push != nil && x.req.TaskID == ev.TaskID {
+			// A reply that sets a new config.
+			if pc, ok := c.attachPush(ctx, p, ref); ok {
+				rec.Push = append(rec.Push, pc)
 			}
-			if x.req.Push != nil && x.req.TaskID == ev.TaskID && !x.pushAttached {
-				// A reply that sets a new config.
-				if p, ok := s.attachPush(ctx, x, ref); ok {
-					rec.Push = append(rec.Push, p)
-				}
-			}
-			if rec.Task.State != prev.Task.State {
-				s.notify(rec)
-			}
-		default:
-			s.log.Error("lifecycle store: recording an event failed", "task_id", ev.TaskID, "error", err)
+		}
+		if rec.Task.State != prev.Task.State {
+			c.notify(rec)
 		}
 		if te != nil {
-			s.stats.Violations.Add(1)
-			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskViolation, Route: x.rt.agent.Name,
+			c.stats.Violations.Add(1)
+			c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskViolation, Route: x.rt.agent.Name,
 				TaskID: ev.TaskID, ContextID: prev.Task.ContextID, From: te.From, To: te.To})
-			s.log.Warn("protocol violation: the upstream reported an illegal transition; the stored state is kept",
+			c.log.Warn("protocol violation: the upstream reported an illegal transition; the stored state is kept",
 				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "from", te.From, "to", te.To)
 		}
 	}
 }
 
+// created records a task an answer revealed for the first time, if this
+// request may create it, and reports it.
+func (c *Core) created(ctx context.Context, p *Plan, ev task.Event) {
+	x := p.x
+	rec, ok, err := c.create(ctx, p, ev)
+	if err != nil {
+		c.stats.StoreErrors.Add(1)
+		c.log.Error("lifecycle store: recording a new task failed", "agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
+		p.failed = err
+		return
+	}
+	if !ok {
+		return
+	}
+	c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskCreated, Route: x.rt.agent.Name,
+		TaskID: ev.TaskID, ContextID: rec.Task.ContextID, DecisionID: x.dec.ID, To: rec.Task.State})
+	c.artifactEvents(x, task.Record{}, rec)
+	c.notify(rec)
+}
+
 // create records a newly revealed task and returns it as stored; ok is false
 // when this request may not create it. Only the request that created it (a send
 // or stream without a task id, or a follow-up under the migration rule) may.
-func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) (task.Record, bool, error) {
-	if x.req.TaskID != "" && x.req.TaskID != ev.TaskID && s.cfg.Lifecycle.UnknownTasks != "allow" {
+func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record, bool, error) {
+	x := p.x
+	migrate := c.cfg.Lifecycle.UnknownTasks == "allow"
+	if x.req.TaskID != "" && x.req.TaskID != ev.TaskID && !migrate {
 		return task.Record{}, false, nil
 	}
 	switch x.req.Operation {
@@ -131,7 +149,7 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) (task.R
 	default:
 		// A follow-up under the migration rule records only the task it names: a
 		// list (or any answer revealing other tasks) claims nothing for its caller.
-		if s.cfg.Lifecycle.UnknownTasks != "allow" || x.req.TaskID != ev.TaskID {
+		if !migrate || x.req.TaskID != ev.TaskID {
 			return task.Record{}, false, nil
 		}
 	}
@@ -142,11 +160,10 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) (task.R
 	if state == "" {
 		state = task.Queued
 	}
-	level := task.Level(x.input.Task.Classification)
 	rec := task.Record{
 		Task: task.Task{ID: ev.TaskID, ContextID: ev.ContextID, State: state, Chain: x.caller.Chain,
 			Owner:          task.Owner{AgentID: x.caller.AgentID, Tenant: x.caller.Tenant, UserID: x.caller.UserID},
-			Classification: level},
+			Classification: task.Level(x.input.Task.Classification)},
 		Agent: x.rt.agent.Name, Protocol: x.req.Protocol.Name, Version: x.req.Protocol.Version,
 	}
 	if ev.Task != nil {
@@ -159,9 +176,9 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) (task.R
 		rec.Task.Artifacts = append(rec.Task.Artifacts, ev.Artifact.Name)
 	}
 	ref := rec.Ref()
-	err := s.store.Create(ctx, rec)
+	err := c.store.Create(ctx, rec)
 	if errors.Is(err, task.ErrExists) { // created concurrently: apply instead
-		_, _, err = s.store.Apply(ctx, ref, ev)
+		_, _, err = c.store.Apply(ctx, ref, ev)
 		var te *task.TransitionError
 		if errors.As(err, &te) {
 			err = nil
@@ -171,20 +188,19 @@ func (s *Server) create(ctx context.Context, x *exchange, ev task.Event) (task.R
 	if err != nil {
 		return task.Record{}, false, err
 	}
-	s.attachPush(ctx, x, ref)
-	created, ok, err := s.store.Get(ctx, ref)
-	return created, ok, err
+	c.attachPush(ctx, p, ref)
+	return c.store.Get(ctx, ref)
 }
 
 // artifactEvents reports the artifact names rec has that prev had not.
-func (s *Server) artifactEvents(x *exchange, prev, rec task.Record) {
+func (c *Core) artifactEvents(x *exchange, prev, rec task.Record) {
 	had := map[string]bool{}
 	for _, a := range prev.Task.Artifacts {
 		had[a] = true
 	}
 	for _, a := range rec.Task.Artifacts {
 		if !had[a] {
-			s.hooks.TaskChanged(TaskEvent{Time: time.Now(), Kind: TaskArtifact, Route: x.rt.agent.Name,
+			c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskArtifact, Route: x.rt.agent.Name,
 				TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, Artifact: a})
 		}
 	}
@@ -193,26 +209,31 @@ func (s *Server) artifactEvents(x *exchange, prev, rec task.Record) {
 // ownTasksOnly removes from a list answer the tasks the caller does not own
 // (same tenant and agent), so a listing is no way around ownership: the shipped
 // policy has no task to check on a list. Tasks writ never saw are removed too,
-// unless lifecycle.unknown_tasks lets them through (migration).
-func (s *Server) ownTasksOnly(ctx context.Context, x *exchange, body []byte) []byte {
-	out, removed, err := x.edge.FilterTaskList(&x.req, body, func(id string) bool {
-		rec, ok, err := s.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+// unless lifecycle.unknown_tasks lets them through (migration). A task the
+// store cannot answer for is removed.
+func (c *Core) ownTasksOnly(ctx context.Context, x *exchange, body []byte) []byte {
+	l, ok := x.edge.(adapters.Lister)
+	if !ok {
+		return body
+	}
+	out, removed, err := l.FilterTaskList(&x.req, body, func(id string) bool {
+		rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
 		if err != nil {
-			s.log.Error("lifecycle store unavailable; a listed task is removed", "error", err)
+			c.stats.StoreErrors.Add(1)
+			c.log.Error("lifecycle store unavailable; a listed task is removed", "error", err)
 			return false
 		}
 		if !ok {
-			return s.cfg.Lifecycle.UnknownTasks == "allow"
+			return c.cfg.Lifecycle.UnknownTasks == "allow"
 		}
-		o := rec.Task.Owner
-		return o.Tenant == x.caller.Tenant && o.AgentID == x.caller.AgentID
+		return task.SameOwner(rec.Task.Owner, task.Owner{Tenant: x.caller.Tenant, AgentID: x.caller.AgentID})
 	})
 	if err != nil {
-		s.log.Warn("a list answer could not be filtered; passed on empty", "agent", x.rt.agent.Name, "error", err)
+		c.log.Warn("a list answer could not be filtered; passed on empty", "agent", x.rt.agent.Name, "error", err)
 		return []byte{}
 	}
 	if removed {
-		s.log.Info("tasks the caller does not own were removed from a list answer", "agent", x.rt.agent.Name)
+		c.log.Info("tasks the caller does not own were removed from a list answer", "agent", x.rt.agent.Name)
 	}
 	return out
 }

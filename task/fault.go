@@ -48,6 +48,9 @@ const (
 	KindUpstreamTimeout Kind = "upstream_timeout"
 	// KindUpstreamInvalid: the upstream agent answered with something unparseable.
 	KindUpstreamInvalid Kind = "upstream_invalid"
+	// KindUnavailable: something writ needs (the lifecycle store) cannot be
+	// reached; the request is refused (fail closed) and may be retried.
+	KindUnavailable Kind = "unavailable"
 	// KindInternal: writ itself failed.
 	KindInternal Kind = "internal"
 )

@@ -298,6 +298,16 @@ func RenderCard(c *task.AgentCard, version string) ([]byte, error) {
 	return json.Marshal(card03Of(c))
 }
 
+// bindingOf is an interface's protocol binding; an interface that names none
+// (writ's own description of an agent whose card is unavailable) is JSON-RPC,
+// A2A's default.
+func bindingOf(f task.Interface) string {
+	if f.Binding == "" {
+		return "JSONRPC"
+	}
+	return f.Binding
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -314,6 +324,7 @@ func card03Of(c *task.AgentCard) card03 {
 		out.Provider = &cardProvider{Organization: c.Provider.Organization, URL: c.Provider.URL}
 	}
 	for i, f := range c.Interfaces {
+		f.Binding = bindingOf(f)
 		if i == 0 {
 			out.URL, out.PreferredTransport = f.URL, f.Binding
 		}
@@ -349,6 +360,7 @@ func card10Of(c *task.AgentCard) card10 {
 		out.Provider = &cardProvider{Organization: c.Provider.Organization, URL: c.Provider.URL}
 	}
 	for _, f := range c.Interfaces {
+		f.Binding = bindingOf(f)
 		pv := f.ProtocolVersion
 		if pv == "" {
 			pv = V10

@@ -63,6 +63,7 @@ var shapes = map[task.Kind]faultShape{
 	task.KindUpstreamUnavailable:       {CodeInternal, "UPSTREAM_UNAVAILABLE", WritDomain, "UNAVAILABLE"},
 	task.KindUpstreamTimeout:           {CodeInternal, "UPSTREAM_TIMEOUT", WritDomain, "DEADLINE_EXCEEDED"},
 	task.KindUpstreamInvalid:           {CodeInvalidAgentResponse, "INVALID_AGENT_RESPONSE", A2ADomain, "INTERNAL"},
+	task.KindUnavailable:               {CodeInternal, "UNAVAILABLE", WritDomain, "UNAVAILABLE"},
 	task.KindInternal:                  {CodeInternal, "INTERNAL_ERROR", WritDomain, "INTERNAL"},
 }
 
@@ -152,7 +153,7 @@ type restErrorBody struct {
 func jsonrpcHTTPStatus(k task.Kind) int {
 	switch k {
 	case task.KindUnauthenticated, task.KindDenied, task.KindTooLarge,
-		task.KindUpstreamUnavailable, task.KindUpstreamTimeout:
+		task.KindUpstreamUnavailable, task.KindUpstreamTimeout, task.KindUnavailable:
 		return wire.HTTPStatus(k)
 	}
 	return http.StatusOK

@@ -58,6 +58,7 @@ var codes = map[task.Kind]string{
 	task.KindUpstreamUnavailable:       CodeServerError,
 	task.KindUpstreamTimeout:           CodeServerError,
 	task.KindUpstreamInvalid:           CodeServerError,
+	task.KindUnavailable:               CodeServerError,
 	task.KindInternal:                  CodeServerError,
 }
 

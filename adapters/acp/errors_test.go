@@ -24,7 +24,7 @@ var allKinds = map[task.Kind]string{
 	task.KindPushNotSupported: CodeInvalidInput, task.KindExtendedCardNotConfigured: CodeInvalidInput,
 	task.KindUnauthenticated: CodeInvalidInput, task.KindDenied: CodeInvalidInput,
 	task.KindUpstreamUnavailable: CodeServerError, task.KindUpstreamTimeout: CodeServerError,
-	task.KindUpstreamInvalid: CodeServerError, task.KindInternal: CodeServerError,
+	task.KindUpstreamInvalid: CodeServerError, task.KindUnavailable: CodeServerError, task.KindInternal: CodeServerError,
 	task.Kind("brand_new"): CodeServerError,
 }
 

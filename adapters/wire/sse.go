@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/writ-authz/writ/task"
 )
 
 // SSEEvent is one server-sent event block. Raw holds the block's bytes exactly as
@@ -128,4 +130,13 @@ func (s *SSEReader) readLine() ([]byte, error) {
 		}
 		return buf, err
 	}
+}
+
+// EventReader yields an upstream stream's SSE blocks (Raw: the exact bytes to
+// pass on) with the lifecycle events each carries. A block that is not a valid
+// event is returned with a non-nil error and its Raw set; the stream may go on.
+// An error with an empty Raw is a read error that ends the stream (io.EOF at
+// its end). Each adapter's stream reader implements it.
+type EventReader interface {
+	Next() (SSEEvent, []task.Event, error)
 }

@@ -31,6 +31,8 @@ func HTTPStatus(k task.Kind) int {
 		return http.StatusBadGateway
 	case task.KindUpstreamTimeout:
 		return http.StatusGatewayTimeout
+	case task.KindUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

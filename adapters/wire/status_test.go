@@ -32,6 +32,7 @@ func TestHTTPStatus(t *testing.T) {
 		{task.KindUpstreamUnavailable, "upstream_unavailable", 502},
 		{task.KindUpstreamTimeout, "upstream_timeout", 504},
 		{task.KindUpstreamInvalid, "upstream_invalid", 502},
+		{task.KindUnavailable, "unavailable", 503},
 		{task.KindInternal, "internal", 500},
 		// Not kinds: the safe answer is a server error.
 		{"", "", 500},

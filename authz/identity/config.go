@@ -10,67 +10,20 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+
+	"github.com/writ-authz/writ/config"
 )
 
-// Config is the identity section of writ's configuration. The zero value is valid: it
-// accepts no credentials, so every caller is anonymous.
-type Config struct {
-	// JWT lists the trusted token issuers.
-	JWT []IssuerConfig `yaml:"jwt" json:"jwt"`
-	// MTLS, when set, identifies callers by the SPIFFE ID of their client certificate.
-	MTLS *MTLSConfig `yaml:"mtls" json:"mtls"`
-	// StaticTokensFile is a YAML or JSON map token → {agent_id, user_id, tenant,
-	// scopes, classification}. For development only: New logs a warning when set.
-	StaticTokensFile string `yaml:"static_tokens_file" json:"static_tokens_file"`
-	// MaxChainDepth bounds the nesting of RFC 8693 act claims; default 16. Deeper
-	// tokens are refused outright (the policy's own, lower depth limit is separate).
-	MaxChainDepth int `yaml:"max_chain_depth" json:"max_chain_depth"`
-	// TokenCacheSize is the number of verified tokens kept; default 10000.
-	TokenCacheSize int `yaml:"token_cache_size" json:"token_cache_size"`
-}
+// Config is the identity section of writ's configuration (config.Identity).
+// The zero value is valid: it accepts no credentials, so every caller is
+// anonymous.
+type Config = config.Identity
 
-// IssuerConfig is one trusted JWT issuer. Durations are strings such as "30s" in YAML.
-type IssuerConfig struct {
-	// Issuer must equal the token's iss claim exactly.
-	Issuer string `yaml:"issuer" json:"issuer"`
-	// Audiences: the token's aud must contain at least one of them. Required.
-	Audiences []string `yaml:"audiences" json:"audiences"`
-	// JWKSFile is a JWKS document read once at load. Exactly one of JWKSFile and
-	// JWKSURL is required.
-	JWKSFile string `yaml:"jwks_file" json:"jwks_file"`
-	// JWKSURL is fetched on first use and then every JWKSRefresh. It must be https
-	// (http only for localhost and 127.0.0.1).
-	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
-	// Algorithms accepted in the token's alg header; default RS256, ES256, EdDSA. Only
-	// asymmetric algorithms are allowed: HS* and none are refused at load.
-	Algorithms []string `yaml:"algorithms" json:"algorithms"`
-	// Leeway is the clock skew allowed on exp and nbf; default 30s.
-	Leeway time.Duration `yaml:"leeway" json:"leeway"`
-	// JWKSRefresh is how often a JWKS URL is fetched again; default 10m. A token with
-	// an unknown kid also triggers a fetch, at most once a minute.
-	JWKSRefresh time.Duration `yaml:"jwks_refresh" json:"jwks_refresh"`
-	// TenantClaim names the tenant claim (a string); default "tenant".
-	TenantClaim string `yaml:"tenant_claim" json:"tenant_claim"`
-	// ScopeClaim names the scopes claim, a space-separated string or a list of
-	// strings. Default: "scope", else "scp".
-	ScopeClaim string `yaml:"scope_claim" json:"scope_claim"`
-	// ClassificationClaim names the classification claim (public, internal,
-	// confidential or restricted). Default: "classification", else
-	// "data_classification".
-	ClassificationClaim string `yaml:"classification_claim" json:"classification_claim"`
-	// HTTPClient fetches JWKSURL; default a client with a 10s timeout that follows
-	// redirects only to https.
-	HTTPClient *http.Client `yaml:"-" json:"-"`
-}
+// IssuerConfig is one trusted JWT issuer (config.JWTIssuer).
+type IssuerConfig = config.JWTIssuer
 
-// MTLSConfig maps client certificates' SPIFFE IDs to callers.
-type MTLSConfig struct {
-	// TrustDomain is the only SPIFFE trust domain accepted, e.g. "bank.ae".
-	TrustDomain string `yaml:"trust_domain" json:"trust_domain"`
-	// MappingFile is a YAML or JSON map SPIFFE ID → {agent_id, tenant, scopes}.
-	// Optional: an unmapped ID is the agent, with no tenant or scopes.
-	MappingFile string `yaml:"mapping_file" json:"mapping_file"`
-}
+// MTLSConfig maps client certificates' SPIFFE IDs to callers (config.MTLS).
+type MTLSConfig = config.MTLS
 
 // Defaults, and why.
 const (
@@ -95,7 +48,7 @@ var asymmetric = map[string]jose.SignatureAlgorithm{
 }
 
 // withDefaults checks the settings that need no file and fills in defaults.
-func (c Config) withDefaults() (Config, error) {
+func withDefaults(c Config) (Config, error) {
 	switch {
 	case c.MaxChainDepth < 0:
 		return c, errors.New("identity.max_chain_depth: must not be negative")
@@ -112,7 +65,7 @@ func (c Config) withDefaults() (Config, error) {
 	issuers := make([]IssuerConfig, len(c.JWT))
 	for i, ic := range c.JWT {
 		key := fmt.Sprintf("identity.jwt[%d]", i)
-		ic, err := ic.withDefaults(key)
+		ic, err := issuerDefaults(ic, key)
 		if err != nil {
 			return c, err
 		}
@@ -131,7 +84,7 @@ func (c Config) withDefaults() (Config, error) {
 	return c, nil
 }
 
-func (ic IssuerConfig) withDefaults(key string) (IssuerConfig, error) {
+func issuerDefaults(ic IssuerConfig, key string) (IssuerConfig, error) {
 	if ic.Issuer == "" {
 		return ic, fmt.Errorf("%s.issuer: required", key)
 	}
@@ -184,9 +137,6 @@ func (ic IssuerConfig) withDefaults(key string) (IssuerConfig, error) {
 	}
 	if ic.TenantClaim == "" {
 		ic.TenantClaim = "tenant"
-	}
-	if ic.HTTPClient == nil {
-		ic.HTTPClient = &http.Client{Timeout: defaultHTTPTimeout, CheckRedirect: httpsRedirectsOnly}
 	}
 	return ic, nil
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -129,15 +130,31 @@ func (s *jwksServer) setKeys(t testing.TB, keys ...testKey) {
 
 // issuerFor is an issuer config that fetches from s.
 func issuerFor(s *jwksServer) IssuerConfig {
+	trustServer(s.Server)
 	return IssuerConfig{
 		Issuer: testIssuer, Audiences: []string{"other", testAudience},
-		JWKSURL: s.URL + "/jwks.json", HTTPClient: s.Client(),
+		JWKSURL: s.URL + "/jwks.json",
 	}
+}
+
+// testClients maps a test server's host to the client that trusts its
+// certificate; routing is the one JWKS client every test resolver uses.
+var testClients sync.Map
+
+func trustServer(s *httptest.Server) { testClients.Store(s.Listener.Addr().String(), s.Client()) }
+
+type routing struct{}
+
+func (routing) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c, ok := testClients.Load(r.URL.Host); ok {
+		return c.(*http.Client).Transport.RoundTrip(r)
+	}
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 func newTestResolver(t testing.TB, cfg Config, clock *fakeClock) *Resolver {
 	t.Helper()
-	r, err := newResolver(cfg, clock.Now)
+	r, err := newResolver(cfg, clock.Now, WithHTTPClient(&http.Client{Transport: routing{}, Timeout: 10 * time.Second}))
 	if err != nil {
 		t.Fatal(err)
 	}

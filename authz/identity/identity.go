@@ -120,10 +120,23 @@ type Resolver struct {
 // mapping) and returns a Resolver. Errors name the offending configuration key, e.g.
 // `identity.jwt[0].jwks_url: must be https`. JWKS URLs are not fetched here but on
 // first use, so New does no network I/O and is what `writ validate` runs.
-func New(cfg Config) (*Resolver, error) { return newResolver(cfg, time.Now) }
+func New(cfg Config, opts ...Option) (*Resolver, error) { return newResolver(cfg, time.Now, opts...) }
 
-func newResolver(cfg Config, now func() time.Time) (*Resolver, error) {
-	cfg, err := cfg.withDefaults()
+// Option adjusts a Resolver.
+type Option func(*options)
+
+type options struct{ client *http.Client }
+
+// WithHTTPClient fetches every JWKS URL with c instead of the default client (a
+// 10s timeout, redirects to https only).
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.client = c } }
+
+func newResolver(cfg Config, now func() time.Time, opts ...Option) (*Resolver, error) {
+	o := options{client: &http.Client{Timeout: defaultHTTPTimeout, CheckRedirect: httpsRedirectsOnly}}
+	for _, f := range opts {
+		f(&o)
+	}
+	cfg, err := withDefaults(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +151,7 @@ func newResolver(cfg Config, now func() time.Time) (*Resolver, error) {
 		return nil, fmt.Errorf("identity.token_cache_size: %w", err)
 	}
 	for i, ic := range cfg.JWT {
-		iss, err := newIssuer(ic, fmt.Sprintf("identity.jwt[%d]", i), now, r.bg)
+		iss, err := newIssuer(ic, fmt.Sprintf("identity.jwt[%d]", i), now, r.bg, o.client)
 		if err != nil {
 			return nil, err
 		}

@@ -124,7 +124,8 @@ func TestJWKSFirstFetchFails(t *testing.T) {
 		http.Error(w, "down", http.StatusServiceUnavailable)
 	}))
 	defer down.Close()
-	ic := IssuerConfig{Issuer: testIssuer, Audiences: []string{testAudience}, JWKSURL: down.URL, HTTPClient: down.Client()}
+	trustServer(down)
+	ic := IssuerConfig{Issuer: testIssuer, Audiences: []string{testAudience}, JWKSURL: down.URL}
 	r := newTestResolver(t, Config{JWT: []IssuerConfig{ic}}, clock)
 	if _, err := identify(t, r, k.sign(t, claimsAt(clock.Now()))); !errors.Is(err, ErrKeysUnavailable) {
 		t.Fatalf("err = %v, want ErrKeysUnavailable", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,7 +29,7 @@ type jwtIssuer struct {
 	audienceVerified bool
 }
 
-func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background) (*jwtIssuer, error) {
+func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client) (*jwtIssuer, error) {
 	iss := claimMapping(ic)
 	for _, a := range ic.Algorithms {
 		iss.algs = append(iss.algs, asymmetric[a])
@@ -41,7 +42,7 @@ func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background
 		iss.keys = ks
 		return iss, nil
 	}
-	iss.keys = &keySet{url: ic.JWKSURL, client: ic.HTTPClient, refresh: ic.JWKSRefresh, now: now, bg: bg}
+	iss.keys = &keySet{url: ic.JWKSURL, client: client, refresh: ic.JWKSRefresh, now: now, bg: bg}
 	return iss, nil
 }
 

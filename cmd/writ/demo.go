@@ -24,12 +24,12 @@ import (
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/policies"
-	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -533,7 +533,7 @@ Try it (the token is the payments-investigator's, valid for one hour):
   curl -s -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '%s' $WRIT/marketing/
 
 Ctrl-C stops writ and the agents.
-`, d.url, admin, admin, filepath.Join(d.dir, "writ.yaml"), d.decisions, d.url, d.token(investigator), proxy.DirectoryPath, body, body)
+`, d.url, admin, admin, filepath.Join(d.dir, "writ.yaml"), d.decisions, d.url, d.token(investigator), adapters.DirectoryPath, body, body)
 }
 
 // errText is err's message, or "no error".

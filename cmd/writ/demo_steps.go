@@ -12,9 +12,9 @@ import (
 
 	"github.com/a2aproject/a2a-go/a2a"
 
+	"github.com/writ-authz/writ/adapters"
 	a2aadapter "github.com/writ-authz/writ/adapters/a2a"
 	"github.com/writ-authz/writ/adapters/acp"
-	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -53,7 +53,7 @@ func newMessage(text string) *a2a.MessageSendParams {
 
 func (d *demo) stepDiscovery(ctx context.Context) {
 	d.heading("1. DISCOVERY — WHO CAN DO THIS?")
-	fmt.Fprintf(d.out, "  GET %s: writ asks the policy (operation \"discover\") about every agent\n", proxy.DirectoryPath)
+	fmt.Fprintf(d.out, "  GET %s: writ asks the policy (operation \"discover\") about every agent\n", adapters.DirectoryPath)
 	fmt.Fprintf(d.out, "  and lists only those this caller may see; ?tags= ranks and filters by skill tags.\n")
 	sanctions := []string{"sanctions-clarifier", "sanctions-screening-agent", "sanctions-slow"}
 	marketingWhy := "handles up to 'internal' and accepts only apikey"
@@ -72,7 +72,7 @@ func (d *demo) stepDiscovery(ctx context.Context) {
 		{"kyc-ops-bot, no tag filter", d.token(retailCaller), "", append([]string{"kyc-refresh-agent"}, sanctions...), nil},
 	}
 	for i, v := range views {
-		path := proxy.DirectoryPath
+		path := adapters.DirectoryPath
 		if v.tags != "" {
 			path += "?tags=" + v.tags
 		}

@@ -79,11 +79,12 @@ Prints {"request": ...} for a request writ accepts (exit 0), or {"fault": ...,
 		fmt.Fprintf(stderr, "writ inspect: %v\n", err)
 		return 2
 	}
-	edge, err := adapters.Select(*protocol, in.Path)
+	edges, err := adapters.NewRoute(*protocol, "/")
 	if err != nil {
 		fmt.Fprintf(stderr, "writ inspect: %v\n", err)
 		return 2
 	}
+	edge := edges.For(in.Path)
 	req, fault := edge.Parse(in, lim)
 	out := inspectOutput{Request: &req}
 	code := 0

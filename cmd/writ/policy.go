@@ -160,11 +160,12 @@ func evalCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fullPath := in.Path
 	in.Path = rest
-	edge, err := adapters.Select(agent.Protocol, in.Path)
+	edges, err := adapters.NewRoute(agent.Protocol, agent.JSONRPCPath)
 	if err != nil {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2
 	}
+	edge := edges.For(in.Path)
 	req, fault := edge.Parse(in, lim)
 	out := evalOutput{}
 	if fault != nil {
@@ -190,7 +191,7 @@ func evalCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2
 	}
-	input := authz.BuildInput(&authz.Facts{Request: &req, Caller: caller, Target: agent.Target(),
+	input := authz.BuildInput(&authz.Facts{Request: &req, Caller: caller, Target: authz.TargetOf(agent),
 		HTTP:                  authz.HTTPInfo{Method: in.Method, Path: fullPath, Host: in.Header.Get("Host")},
 		DefaultClassification: cfg.DefaultClassification})
 	d, err := engine.Decide(context.Background(), input)

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extauthz"
@@ -30,7 +30,8 @@ import (
 // sidecar is a running writ: the proxy, its listeners and the policy reloader.
 type sidecar struct {
 	cfg      *config.Config
-	proxy    *proxy.Server
+	core     *proxy.Core
+	sidecar  *proxy.Sidecar
 	engine   *authz.Engine
 	reloader *authz.Reloader
 	ident    *identity.Resolver
@@ -77,34 +78,30 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: cfg.Lifecycle.MaxTasks,
 		MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner, TTL: cfg.Lifecycle.TTL,
 		MaxPushPerTask: cfg.Push.MaxConfigsPerTask, MaxPushPerOwner: cfg.Push.MaxConfigsPerOwner})
-	met := metrics.New(cfg.Metrics, metrics.Sources{Engine: engine, Reloader: reloader, Identity: ident, Store: store})
+	// Producers emit to the bus from the start; the observers subscribe once
+	// built from the producers' snapshots.
+	bus := &events.Bus{}
+	deliverer := newDeliverer(cfg, log, bus)
+	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Events: bus,
+		Push: notifier(deliverer)})
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, core.Close)
+	sources := metrics.Sources{DecisionCache: engine, Policy: engine, Reloads: reloader, TokenCache: ident,
+		Store: store, Lifecycle: core}
+	if deliverer != nil {
+		sources.Push = deliverer
+	}
+	met := metrics.New(cfg.Metrics, sources)
+	bus.Subscribe(met)
 	dlog, err := decisionlog.New(cfg.DecisionLog)
 	if err != nil {
 		return nil, fmt.Errorf("decision_log: %w", err)
 	}
 	undo = append(undo, func() { _ = dlog.Close(context.Background()) })
-	deliverer := newDeliverer(cfg, log,
-		func(r push.Result) {
-			met.PushAttempt(r)
-			dlog.PushAttempt(r)
-			logDelivery(log, "push delivery attempt", r)
-		},
-		func(r push.Result) { met.PushResult(r); dlog.PushResult(r); logDelivery(log, "push delivery", r) })
-	deps := proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Hooks: proxy.MultiHooks{met, dlog}}
-	sources := metrics.Sources{}
-	if deliverer != nil {
-		deps.Push, sources.Push = deliverer, deliverer
-	}
-	px, err := proxy.New(cfg, deps)
-	if err != nil {
-		return nil, err
-	}
-	undo = append(undo, px.Close)
-	sources.Proxy = px
-	if err := met.Attach(sources); err != nil {
-		return nil, err
-	}
-	sc := &sidecar{cfg: cfg, proxy: px, engine: engine, ident: ident, store: store, log: log, push: deliverer,
+	bus.Subscribe(dlog)
+	sc := &sidecar{cfg: cfg, core: core, sidecar: proxy.NewSidecar(core, nil), engine: engine, ident: ident, store: store, log: log, push: deliverer,
 		reloader: reloader, dlog: dlog}
 	if sc.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)
@@ -114,9 +111,9 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	undo = append(undo, func() { sc.adminLn.Close() })
-	sc.srv = px.HTTPServer(sc.ln.Addr().String())
+	sc.srv = sc.sidecar.HTTPServer(sc.ln.Addr().String())
 	sc.admin = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(admin.Deps{Engine: engine,
-		Reloader: reloader, Store: store, Ready: px.Ready, Metrics: met.Handler(), Pprof: cfg.AdminPprof, Logger: log})}
+		Reloader: reloader, Store: store, Ready: core.Ready, Metrics: met.Handler(), Pprof: cfg.AdminPprof, Logger: log})}
 	if cfg.Envoy.Enabled() {
 		if err := sc.startEnvoy(); err != nil {
 			return nil, err
@@ -133,9 +130,10 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 }
 
 // newDeliverer builds push delivery from the config (nil when push is left to the
-// agents). Every outcome is logged with the task and context ids and the
-// receiver's host (never the token or the full URL).
-func newDeliverer(cfg *config.Config, log *slog.Logger, onAttempt, onResult func(push.Result)) *push.Deliverer {
+// agents). Every attempt and outcome goes to the events, and is logged with
+// the task and context ids and the receiver's host (never the token or the
+// full URL).
+func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink) *push.Deliverer {
 	if cfg.Push.Disabled {
 		return nil
 	}
@@ -143,23 +141,28 @@ func newDeliverer(cfg *config.Config, log *slog.Logger, onAttempt, onResult func
 	guard := push.NewGuard(push.GuardConfig{TrustedHosts: p.TrustedHosts})
 	return push.NewDeliverer(push.DelivererConfig{Workers: p.Workers, QueueSize: p.QueueSize,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: p.AttemptTimeout,
-		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log,
-		OnAttempt: onAttempt,
-		OnResult:  onResult,
+		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log, Events: sink,
+		OnAttempt: func(r push.Result) { logDelivery(log, "push delivery attempt", r) },
+		OnResult:  func(r push.Result) { logDelivery(log, "push delivery", r) },
 	})
+}
+
+// notifier is d as the core's Notifier (nil when push is left to the agents).
+func notifier(d *push.Deliverer) proxy.Notifier {
+	if d == nil {
+		return nil
+	}
+	return d
 }
 
 // logDelivery logs one push attempt or outcome with the task and context ids and
 // the receiver's host; never the token or the full URL.
 func logDelivery(log *slog.Logger, msg string, r push.Result) {
-	host := ""
-	if u, err := url.Parse(r.N.URL); err == nil {
-		host = u.Host
-	}
-	attrs := []any{"task_id", r.N.TaskID, "context_id", r.N.ContextID, "host", host, "delivered", r.Delivered,
-		"attempt", r.Attempts, "status", r.Status, "latency_ms", r.Latency.Milliseconds()}
-	if r.Err != nil {
-		attrs = append(attrs, "reason", r.Err.Error())
+	e := push.Event(r, false)
+	attrs := []any{"task_id", e.TaskID, "context_id", e.ContextID, "host", e.Host, "delivered", e.Delivered,
+		"attempt", e.Attempt, "status", e.Status, "latency_ms", e.Latency.Milliseconds()}
+	if e.Reason != "" {
+		attrs = append(attrs, "reason", e.Reason)
 	}
 	log.Info(msg, attrs...)
 }
@@ -177,7 +180,7 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 	}
 	_ = sc.srv.Shutdown(ctx)
 	_ = sc.admin.Shutdown(ctx)
-	sc.proxy.Close()
+	sc.core.Close()
 	if sc.push != nil {
 		// What is queued gets its chance to be delivered before the deadline.
 		_ = sc.push.Close(ctx)
@@ -189,7 +192,7 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 // startEnvoy opens the ext_authz listeners (Envoy mode) over the sidecar's
 // proxy, so both make the same decisions from one lifecycle store.
 func (sc *sidecar) startEnvoy() error {
-	ext, err := extauthz.New(sc.proxy, sc.ident, sc.cfg, sc.log)
+	ext, err := extauthz.New(sc.core, sc.ident, sc.cfg, sc.log)
 	if err != nil {
 		return err
 	}

@@ -30,11 +30,11 @@ import (
 // world is one writ in front of the seed's agents, reachable two ways: its
 // sidecar listener (the reference) and its ext_authz servers (gRPC over a real
 // loopback connection with the generated client, and HTTP), both over the same
-// proxy.Server, lifecycle store and decision engine.
+// admission core, lifecycle store and decision engine.
 type world struct {
 	t         testing.TB
 	cfg       *config.Config
-	px        *proxy.Server
+	px        *proxy.Core
 	sidecar   *httptest.Server
 	ext       *Server
 	client    authv3.AuthorizationClient
@@ -109,8 +109,9 @@ agents:
 	if w.px, err = proxy.New(w.cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
-	w.sidecar = httptest.NewUnstartedServer(w.px)
-	w.sidecar.Config = w.px.HTTPServer("")
+	sc := proxy.NewSidecar(w.px, nil)
+	w.sidecar = httptest.NewUnstartedServer(sc)
+	w.sidecar.Config = sc.HTTPServer("")
 	w.sidecar.Start()
 	t.Cleanup(w.sidecar.Close)
 

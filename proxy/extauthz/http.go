@@ -2,7 +2,9 @@ package extauthz
 
 import (
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/proxy"
@@ -43,7 +45,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	inc := proxy.Incoming{Method: r.Method, Path: path, Host: r.Host, RemoteAddr: r.RemoteAddr,
-		Query: r.URL.Query(), Header: r.Header}
+		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header}
 	partial := strings.EqualFold(r.Header.Get(PartialBodyHeader), "true")
 	if s.cfg.ParsesBody() && !(partial && s.cfg.AllowPartialBody) {
 		in, err := wire.FromHTTP(r, s.cfg.MaxRequestBytes)
@@ -53,44 +55,52 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			inc.Body, inc.BodyErr = s.bodyOf(in.Body, partial)
 		}
 	}
-	v, dry := s.decide(r.Context(), inc)
-	if !v.Allow && !dry {
-		s.answer(w, v)
+	start := time.Now()
+	remove := writSpellings(inc.Header)
+	out, dry := s.decide(r.Context(), inc)
+	s.served(out, start)
+	if out.Kind != proxy.Forward && !dry {
+		s.answer(w, out)
 		return
 	}
 	h := w.Header()
-	for k, val := range v.Upstream {
-		h.Set(k, val)
-	}
-	if dry && v.DecisionID != "" {
-		h.Set(proxy.DecisionHeader, v.DecisionID)
-	}
-	var remove []string
-	for _, k := range v.RemoveUpstream {
-		if h.Get(k) == "" { // Envoy removes after it sets: never both
-			remove = append(remove, strings.ToLower(k))
+	if out.Plan != nil && !dry {
+		for k, v := range out.Plan.Header {
+			h[k] = v
 		}
 	}
-	if len(remove) > 0 {
-		h.Set(HeadersToRemoveHeader, strings.Join(remove, ","))
+	if dry && out.DecisionID != "" {
+		h.Set(proxy.DecisionHeader, out.DecisionID)
+	}
+	var drop []string
+	for _, k := range append(remove, proxy.CallerHeader) {
+		if h.Get(k) == "" && !slices.Contains(drop, strings.ToLower(k)) { // Envoy removes after it sets: never both
+			drop = append(drop, strings.ToLower(k))
+		}
+	}
+	if len(drop) > 0 {
+		h.Set(HeadersToRemoveHeader, strings.Join(drop, ","))
 	}
 	w.WriteHeader(http.StatusOK)
 }
 
 // answer writes writ's own answer for Envoy to pass to the client.
-func (s *Server) answer(w http.ResponseWriter, v proxy.Verdict) {
+func (s *Server) answer(w http.ResponseWriter, out proxy.Outcome) {
 	h := w.Header()
-	if v.Answer.ContentType != "" {
-		h.Set("Content-Type", v.Answer.ContentType)
+	for k, v := range out.Answer.Header {
+		h[k] = v
+	}
+	if out.Answer.ContentType != "" {
+		h.Set("Content-Type", out.Answer.ContentType)
 	}
 	h.Set("Cache-Control", "no-store")
-	if v.DecisionID != "" {
-		h.Set(proxy.DecisionHeader, v.DecisionID)
+	if out.DecisionID != "" {
+		h.Set(proxy.DecisionHeader, out.DecisionID)
 	}
-	st := v.Answer.Status
+	st := out.Answer.Status
 	if st >= 200 && st < 300 {
 		st = http.StatusNonAuthoritativeInfo
 	}
 	w.WriteHeader(st)
-	_, _ = w.Write(v.Answer.Body)
+	_, _ = w.Write(out.Answer.Body)
 }

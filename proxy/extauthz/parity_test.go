@@ -36,22 +36,23 @@ func TestFixtureParity(t *testing.T) {
 					continue // not an HTTP message the sidecar could have received either
 				}
 				r.header["Authorization"] = "Bearer " + tok
-				sidecar := w.px.Check(t.Context(), incomingOf(r))
+				sidecar := w.px.Admit(t.Context(), incomingOf(r))
 				resp := w.check(checkRequest(r))
 				got := asAnswer(resp)
-				if sidecar.Allow {
+				allow := sidecar.Kind == proxy.Forward
+				if allow {
 					allowed++
 				} else {
 					answered++
 				}
 				switch {
-				case sidecar.Allow != (got == nil):
-					t.Errorf("%s: sidecar allow=%v, check %v", name, sidecar.Allow, resp)
-				case sidecar.Allow:
+				case allow != (got == nil):
+					t.Errorf("%s: sidecar %s, check %v", name, sidecar.Kind, resp)
+				case allow:
 					ok := resp.GetOkResponse()
 					id := resp.GetDynamicMetadata().GetFields()[MetaDecisionID].GetStringValue()
 					for _, h := range ok.GetHeaders() {
-						want := sidecar.Upstream[http.CanonicalHeaderKey(h.GetHeader().GetKey())]
+						want := sidecar.Plan.Header.Get(h.GetHeader().GetKey())
 						if h.GetHeader().GetKey() == "writ-decision-id" {
 							want = strings.ReplaceAll(want, sidecar.DecisionID, id)
 						}
@@ -59,8 +60,8 @@ func TestFixtureParity(t *testing.T) {
 							t.Errorf("%s: upstream %s = %q, sidecar %q", name, h.GetHeader().GetKey(), h.GetHeader().GetValue(), want)
 						}
 					}
-					if len(ok.GetHeaders()) != len(sidecar.Upstream) {
-						t.Errorf("%s: upstream headers %v, sidecar %v", name, ok.GetHeaders(), sidecar.Upstream)
+					if len(ok.GetHeaders()) != len(sidecar.Plan.Header) {
+						t.Errorf("%s: upstream headers %v, sidecar %v", name, ok.GetHeaders(), sidecar.Plan.Header)
 					}
 				default:
 					id := got.header.Get(proxy.DecisionHeader)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"github.com/writ-authz/writ/adapters"
 	"math/big"
 	"net/url"
 	"slices"
@@ -23,7 +24,6 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/writ-authz/writ/proxy"
 )
 
 // upstreamCaller is the Writ-Caller an OK response sets, decoded.
@@ -237,7 +237,7 @@ func TestDryRun(t *testing.T) {
 	if h := w.viaHTTP(r, ""); h.status != 200 || !strings.Contains(h.header.Get(HeadersToRemoveHeader), "writ-caller") {
 		t.Errorf("dry-run over HTTP: %d %v", h.status, h.header)
 	}
-	dir := req{method: "GET", path: proxy.DirectoryPath + "?tags=sanctions", header: map[string]string{"Authorization": "Bearer " + w.token(investigator)}}
+	dir := req{method: "GET", path: adapters.DirectoryPath + "?tags=sanctions", header: map[string]string{"Authorization": "Bearer " + w.token(investigator)}}
 	if got := asAnswer(w.check(checkRequest(dir))); got == nil || got.status != 200 || !strings.Contains(string(got.body), "sanctions-screening-agent") {
 		t.Errorf("directory in dry-run: %+v", got)
 	}

@@ -2,6 +2,7 @@ package extauthz
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,20 +31,24 @@ const (
 
 // okResponse lets the request through with the headers the sidecar would set.
 // Headers are set, never appended (OVERWRITE_IF_EXISTS_OR_ADD), so an inbound
-// copy of Writ-Caller is replaced. headers_to_remove lists only headers the
-// response does not set: Envoy applies removals after it sets headers, so a
-// header in both lists would reach the agent not at all.
-func okResponse(v proxy.Verdict, dry bool) *authv3.CheckResponse {
-	keys := make([]string, 0, len(v.Upstream)+1)
-	for k := range v.Upstream {
-		keys = append(keys, k)
+// copy of Writ-Caller is replaced; remove lists the other spellings of writ's
+// headers the request carried (Envoy applies removals after it sets headers,
+// so a header in both lists would reach the agent not at all).
+func okResponse(out proxy.Outcome, remove []string, dry bool) *authv3.CheckResponse {
+	set := map[string]string{}
+	if out.Plan != nil {
+		for k := range out.Plan.Header {
+			set[k] = out.Plan.Header.Get(k)
+		}
 	}
-	set := v.Upstream
-	if dry && v.DecisionID != "" {
+	if dry && out.DecisionID != "" {
 		// A would-be refusal has no upstream headers; the decision id still
 		// finds it in the log.
-		set = map[string]string{proxy.DecisionHeader: v.DecisionID}
-		keys = append(keys, proxy.DecisionHeader)
+		set = map[string]string{proxy.DecisionHeader: out.DecisionID}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	ok := &authv3.OkHttpResponse{Headers: make([]*corev3.HeaderValueOption, 0, len(keys))}
@@ -53,42 +58,75 @@ func okResponse(v proxy.Verdict, dry bool) *authv3.CheckResponse {
 			AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
 		})
 	}
-	for _, k := range v.RemoveUpstream {
-		if _, isSet := set[k]; !isSet {
+	for _, k := range remove {
+		if _, isSet := set[http.CanonicalHeaderKey(k)]; !isSet {
 			ok.HeadersToRemove = append(ok.HeadersToRemove, strings.ToLower(k))
+		}
+	}
+	if !dry && !slices.Contains(ok.HeadersToRemove, strings.ToLower(proxy.CallerHeader)) {
+		if _, isSet := set[proxy.CallerHeader]; !isSet {
+			ok.HeadersToRemove = append(ok.HeadersToRemove, strings.ToLower(proxy.CallerHeader))
 		}
 	}
 	return &authv3.CheckResponse{
 		Status:          &rpcstatus.Status{Code: int32(codes.OK)},
 		HttpResponse:    &authv3.CheckResponse_OkResponse{OkResponse: ok},
-		DynamicMetadata: metadata(v, dry),
+		DynamicMetadata: metadata(out, dry),
 	}
+}
+
+// writSpellings lists the header names in h that servers would fold into one
+// of writ's own headers (any case, '_' for '-'), as the request spelled them.
+func writSpellings(h http.Header) []string {
+	var out []string
+	for k := range h {
+		if proxy.IsWritHeader(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // deniedResponse is writ's own answer — a refusal in the request's protocol
 // shape, or a card or directory writ serves — sent by Envoy to the client as is:
 // status, content type and body.
-func deniedResponse(v proxy.Verdict) *authv3.CheckResponse {
+func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 	code := codes.PermissionDenied
-	if v.Answer.Status == http.StatusUnauthorized {
+	if out.Answer.Status == http.StatusUnauthorized {
 		code = codes.Unauthenticated
 	}
 	hdrs := []*corev3.HeaderValueOption{header("cache-control", "no-store")}
-	if v.Answer.ContentType != "" {
-		hdrs = append(hdrs, header("content-type", v.Answer.ContentType))
+	for _, k := range sortedKeys(out.Answer.Header) {
+		if k == "Cache-Control" {
+			continue
+		}
+		hdrs = append(hdrs, header(strings.ToLower(k), out.Answer.Header.Get(k)))
 	}
-	if v.DecisionID != "" {
-		hdrs = append(hdrs, header(strings.ToLower(proxy.DecisionHeader), v.DecisionID))
+	if out.Answer.ContentType != "" {
+		hdrs = append(hdrs, header("content-type", out.Answer.ContentType))
+	}
+	if out.DecisionID != "" && out.Answer.Header.Get(proxy.DecisionHeader) == "" {
+		hdrs = append(hdrs, header(strings.ToLower(proxy.DecisionHeader), out.DecisionID))
 	}
 	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(code), Message: http.StatusText(v.Answer.Status)},
+		Status: &rpcstatus.Status{Code: int32(code), Message: http.StatusText(out.Answer.Status)},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(v.Answer.Status)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(out.Answer.Status)},
 			Headers: hdrs,
-			Body:    string(v.Answer.Body),
+			Body:    string(out.Answer.Body),
 		}},
-		DynamicMetadata: metadata(v, false),
+		DynamicMetadata: metadata(out, false),
 	}
+}
+
+func sortedKeys(h http.Header) []string {
+	keys := make([]string, 0, len(h))
+	for k := range h {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 func header(k, v string) *corev3.HeaderValueOption {
@@ -96,28 +134,29 @@ func header(k, v string) *corev3.HeaderValueOption {
 		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
 }
 
-// metadata is the verdict as dynamic_metadata.
-func metadata(v proxy.Verdict, dry bool) *structpb.Struct {
+// metadata is the outcome as dynamic_metadata.
+func metadata(out proxy.Outcome, dry bool) *structpb.Struct {
 	f := make(map[string]*structpb.Value, 7)
-	f[MetaAllow] = structpb.NewBoolValue(v.Allow)
-	if v.DecisionID != "" {
-		f[MetaDecisionID] = structpb.NewStringValue(v.DecisionID)
+	allow := out.Kind == proxy.Forward
+	f[MetaAllow] = structpb.NewBoolValue(allow)
+	if out.DecisionID != "" {
+		f[MetaDecisionID] = structpb.NewStringValue(out.DecisionID)
 	}
-	if len(v.Denials) > 0 {
-		list := make([]*structpb.Value, len(v.Denials))
-		for i, d := range v.Denials {
+	if len(out.Denials) > 0 {
+		list := make([]*structpb.Value, len(out.Denials))
+		for i, d := range out.Denials {
 			list[i] = structpb.NewStringValue(d.Code)
 		}
 		f[MetaDenials] = structpb.NewListValue(&structpb.ListValue{Values: list})
 	}
-	if v.Operation != "" {
-		f[MetaOperation] = structpb.NewStringValue(string(v.Operation))
+	if out.Operation != "" {
+		f[MetaOperation] = structpb.NewStringValue(string(out.Operation))
 	}
-	if p := v.Protocol; p.Name != "" {
+	if p := out.Protocol; p.Name != "" {
 		f[MetaProtocol] = structpb.NewStringValue(p.Name + "/" + p.Version + "/" + string(p.Binding))
 	}
-	if !v.Allow {
-		f[MetaStatus] = structpb.NewNumberValue(float64(v.Answer.Status))
+	if !allow {
+		f[MetaStatus] = structpb.NewNumberValue(float64(out.Answer.Status))
 	}
 	if dry {
 		f[MetaDryRun] = structpb.NewBoolValue(true)

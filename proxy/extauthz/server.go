@@ -1,7 +1,7 @@
 // Package extauthz is writ behind Envoy: the ext_authz v3 servers (gRPC
 // envoy.service.auth.v3.Authorization/Check, and the HTTP form of Envoy's
-// http_service) that turn Envoy's check into the sidecar's own decision
-// (proxy.Server.Check) and its verdict into Envoy's answer, so a client sees the
+// http_service) that turn Envoy's check into one call of the admission core
+// (proxy.Core.Admit) and its Outcome into Envoy's answer, so a client sees the
 // same A2A or ACP answer through Envoy as through the sidecar.
 package extauthz
 
@@ -25,15 +25,17 @@ import (
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/task"
 )
 
-// Server answers Envoy's ext_authz checks with the decisions of a proxy.Server.
+// Server answers Envoy's ext_authz checks with the admission core's outcomes.
 // It is safe for concurrent use.
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
 
-	px      *proxy.Server
+	core    *proxy.Core
 	ident   *identity.Resolver
 	cfg     config.Envoy
 	limits  config.Limits
@@ -50,17 +52,17 @@ type Server struct {
 
 var _ authv3.AuthorizationServer = (*Server)(nil)
 
-// New builds the ext_authz servers over px from a validated config. ident is
-// needed only for envoy.jwt_authn (it maps the verified claims); the listeners
-// open with Listen.
-func New(px *proxy.Server, ident *identity.Resolver, cfg *config.Config, log *slog.Logger) (*Server, error) {
-	if px == nil {
-		return nil, errors.New("extauthz: a proxy.Server is required")
+// New builds the ext_authz servers over the admission core from a validated
+// config. ident is needed only for envoy.jwt_authn (it maps the verified
+// claims); the listeners open with Listen.
+func New(core *proxy.Core, ident *identity.Resolver, cfg *config.Config, log *slog.Logger) (*Server, error) {
+	if core == nil {
+		return nil, errors.New("extauthz: the admission core is required")
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{px: px, ident: ident, cfg: cfg.Envoy, limits: cfg.Limits, log: log}
+	s := &Server{core: core, ident: ident, cfg: cfg.Envoy, limits: cfg.Limits, log: log}
 	s.cfg.MaxRequestBytes = cfg.Envoy.BodyLimit(cfg.Limits)
 	if j := s.cfg.JWTAuthn; j != nil {
 		if ident == nil {
@@ -76,42 +78,58 @@ func New(px *proxy.Server, ident *identity.Resolver, cfg *config.Config, log *sl
 
 // Check implements envoy.service.auth.v3.Authorization/Check.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	start := time.Now()
 	inc, err := s.fromCheck(req)
 	if err != nil {
 		if req.GetAttributes().GetRequest().GetHttp() == nil {
 			// Not an HTTP check at all: a gRPC error, which Envoy fails closed on.
 			return nil, status.Error(codes.InvalidArgument, err.Error())
 		}
-		return deniedResponse(badRequest(err)), nil
+		out := badRequest(err)
+		s.served(out, start)
+		return deniedResponse(out), nil
 	}
-	v, dry := s.decide(ctx, inc)
-	if v.Allow || dry {
-		return okResponse(v, dry), nil
+	remove := writSpellings(inc.Header)
+	out, dry := s.decide(ctx, inc)
+	s.served(out, start)
+	if out.Kind == proxy.Forward || dry {
+		return okResponse(out, remove, dry), nil
 	}
-	return deniedResponse(v), nil
+	return deniedResponse(out), nil
 }
 
-// decide asks the sidecar's pipeline, then applies envoy.dry_run: a verdict that
-// is not Allow is logged and let through (dry reports that), except requests for
-// writ's own directory, which no agent behind Envoy could answer.
-func (s *Server) decide(ctx context.Context, inc proxy.Incoming) (v proxy.Verdict, dry bool) {
-	v = s.px.Check(ctx, inc)
-	if v.Allow || !s.cfg.DryRun || inc.Path == proxy.DirectoryPath {
-		return v, false
+// decide admits the request, then applies envoy.dry_run: an outcome that does
+// not forward is logged and let through (dry reports that), except requests
+// for writ's own directory, which no agent behind Envoy could answer.
+func (s *Server) decide(ctx context.Context, inc proxy.Incoming) (out proxy.Outcome, dry bool) {
+	inc.Mode = events.ModeExtAuthz
+	out = s.core.Admit(ctx, inc)
+	if out.Kind == proxy.Forward || !s.cfg.DryRun || out.Operation == task.OpDiscover {
+		return out, false
 	}
-	denied := make([]string, len(v.Denials))
-	for i, d := range v.Denials {
+	denied := make([]string, len(out.Denials))
+	for i, d := range out.Denials {
 		denied[i] = d.Code
 	}
 	s.log.Info("dry-run: Envoy mode lets through what writ would have answered itself",
-		"decision_id", v.DecisionID, "status", v.Answer.Status, "denials", denied,
-		"operation", string(v.Operation), "method", inc.Method, "path", inc.Path)
-	return v, true
+		"decision_id", out.DecisionID, "status", out.Answer.Status, "denials", denied,
+		"operation", string(out.Operation), "method", inc.Method, "path", inc.Path)
+	return out, true
+}
+
+// served reports one check answered: status 200 when the request goes on.
+func (s *Server) served(out proxy.Outcome, start time.Time) {
+	st := out.Answer.Status
+	if out.Kind == proxy.Forward {
+		st = http.StatusOK
+	}
+	s.core.Served(events.Request{Mode: events.ModeExtAuthz, Route: out.Route, Operation: out.Operation,
+		Status: st, Duration: time.Since(start)})
 }
 
 // badRequest is the answer to a check writ cannot read as an HTTP request.
-func badRequest(err error) proxy.Verdict {
-	return proxy.Verdict{Answer: plainAnswer(http.StatusBadRequest, err.Error())}
+func badRequest(err error) proxy.Outcome {
+	return proxy.Outcome{Kind: proxy.Refuse, Answer: plainAnswer(http.StatusBadRequest, err.Error())}
 }
 
 // maxRecvMsgSize bounds one CheckRequest: the body Envoy may send, the header

@@ -10,23 +10,25 @@ import (
 	"log/slog"
 	"math/bits"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/writ-authz/writ/events"
 )
 
 // Notification is one rendered push notification for one callback.
 type Notification struct {
 	TaskID, ContextID string
-	// URL is the callback; Token goes in X-A2A-Notification-Token (and
-	// A2A-Notification-Token); Authorization is "<AuthScheme> <Credentials>"
-	// when both are set.
-	URL                     string
-	Token                   string
-	AuthScheme, Credentials string
+	// URL is the callback.
+	URL string
+	// Header is sent with every attempt: the protocol adapter's rendering of
+	// the config's token and credentials. It is never logged.
+	Header http.Header
 	// ContentType and Body are sent as they are; the caller renders them.
 	ContentType string
 	Body        []byte
@@ -79,6 +81,8 @@ type DelivererConfig struct {
 	// OnAttempt, when set, is called after every attempt (Result.Attempts is its
 	// number; Delivered or Err says how it went), for an audit trail of each try.
 	OnAttempt func(Result)
+	// Events, when set, receives every attempt and every final outcome.
+	Events events.Sink
 }
 
 // ErrQueueFull is returned by Enqueue when the queue is at its cap.
@@ -241,6 +245,14 @@ func (d *Deliverer) Stats() Stats {
 	return s
 }
 
+// QueueStats is the number of notifications accepted and not yet finished, and
+// the number the full queue refused so far.
+func (d *Deliverer) QueueStats() (queued int, dropped uint64) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.pending, d.stats.Dropped
+}
+
 // Close stops accepting notifications and waits until every accepted one has
 // its final outcome, or ctx is done. At ctx's end, in-flight attempts are
 // canceled, the rest are abandoned with ErrClosed, and ctx's error is returned.
@@ -301,9 +313,14 @@ func (d *Deliverer) work() {
 			continue
 		}
 		r, retry := d.attempt(j)
+		r.Latency = time.Since(j.enqueued)
 		if d.cfg.OnAttempt != nil {
-			r.Latency = time.Since(j.enqueued)
 			d.cfg.OnAttempt(r)
+		}
+		if d.cfg.Events != nil {
+			ev := Event(r, false)
+			ev.Time = time.Now()
+			d.cfg.Events.Pushed(ev)
 		}
 		if retry && j.attempts < d.cfg.MaxAttempts && d.schedule(j, r.Status, r.Err) {
 			continue
@@ -370,6 +387,11 @@ func (d *Deliverer) finish(j *job, r Result) {
 	if d.cfg.OnResult != nil {
 		d.cfg.OnResult(r)
 	}
+	if d.cfg.Events != nil {
+		ev := Event(r, true)
+		ev.Time = time.Now()
+		d.cfg.Events.Pushed(ev)
+	}
 	d.mu.Lock()
 	d.pending--
 	var abandoned []*job
@@ -402,12 +424,8 @@ func (d *Deliverer) attempt(j *job) (r Result, retry bool) {
 		ct = "application/json"
 	}
 	req.Header.Set("Content-Type", ct)
-	if j.n.Token != "" {
-		req.Header.Set("X-A2A-Notification-Token", j.n.Token)
-		req.Header.Set("A2A-Notification-Token", j.n.Token)
-	}
-	if j.n.AuthScheme != "" && j.n.Credentials != "" {
-		req.Header.Set("Authorization", j.n.AuthScheme+" "+j.n.Credentials)
+	for k, v := range j.n.Header {
+		req.Header[k] = v
 	}
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
@@ -453,28 +471,50 @@ func redact(err error, u *url.URL) error {
 
 // hostOf is the host:port of a callback URL, for logs.
 func hostOf(raw string) string {
+	if raw == "" {
+		return ""
+	}
 	u, err := url.Parse(raw)
-	if err != nil {
+	if err != nil || u.Host == "" {
 		return "(unparseable)"
 	}
 	return u.Host
 }
 
-// reasonOf is a short, stable reason for a failed delivery, for logs.
+// reasonOf is a short, stable reason for a failed delivery, for logs and
+// events: never the error text, which may quote the callback.
 func reasonOf(r Result) string {
 	var refused *RefusedError
 	var status *StatusError
+	var netErr net.Error
 	switch {
+	case r.Delivered:
+		return ""
 	case errors.As(r.Err, &refused):
 		return "refused:" + refused.Reason
 	case errors.As(r.Err, &status):
 		return fmt.Sprintf("status_%d", status.Code)
 	case errors.Is(r.Err, ErrClosed):
 		return "closed"
-	case errors.Is(r.Err, context.DeadlineExceeded):
+	case errors.Is(r.Err, ErrResponseTooLarge):
+		return "response_too_large"
+	case errors.Is(r.Err, context.DeadlineExceeded), errors.As(r.Err, &netErr) && netErr.Timeout():
 		return "timeout"
 	case r.Err != nil:
 		return "connection"
 	}
 	return "unknown"
+}
+
+// Event is r as observers see it: the receiver's host, never its URL, token
+// or credentials, and a stable reason instead of the error. final marks a
+// notification's final outcome. Its Time is left for the sink to stamp.
+func Event(r Result, final bool) events.Push {
+	e := events.Push{TaskID: r.N.TaskID, ContextID: r.N.ContextID, Host: hostOf(r.N.URL),
+		Attempt: r.Attempts, Status: r.Status, Final: final, Delivered: r.Delivered, Reason: reasonOf(r), Latency: r.Latency}
+	var refused *RefusedError
+	if errors.As(r.Err, &refused) {
+		e.Refused = refused.Reason
+	}
+	return e
 }

@@ -156,7 +156,9 @@ func TestDeliverInSeqOrderWithHeaders(t *testing.T) {
 	d, rs := newTestDeliverer(t, DelivererConfig{})
 	mk := func(seq uint64) Notification {
 		n := note("t1", rv.URL+"/cb?k=v", seq)
-		n.Token, n.AuthScheme, n.Credentials, n.ContentType = "tok-1", "Bearer", "secret", "application/a2a+json"
+		n.Header = http.Header{"X-A2A-Notification-Token": {"tok-1"}, "A2A-Notification-Token": {"tok-1"},
+			"Authorization": {"Bearer secret"}}
+		n.ContentType = "application/a2a+json"
 		return n
 	}
 	if err := d.Enqueue(mk(1)); err != nil {
@@ -296,7 +298,7 @@ func TestGuardRefusalFailsAtOnceAndLogsNoSecrets(t *testing.T) {
 		"https://agents.bank.ae@10.0.0.1/cb",
 	} {
 		n := note(fmt.Sprintf("t%d", i), u, 1)
-		n.Token, n.AuthScheme, n.Credentials = "TOKENSECRET", "Bearer", "CREDSECRET"
+		n.Header = http.Header{"X-A2A-Notification-Token": {"TOKENSECRET"}, "Authorization": {"Bearer CREDSECRET"}}
 		d.Enqueue(n)
 	}
 	for _, r := range rs.waitFor(t, 4) {

@@ -38,19 +38,19 @@ func TestPushOpsOnUnknownTaskAllowed(t *testing.T) {
 			hdr.Set("Authorization", "Bearer "+tok)
 			hdr.Set("A2A-Version", "1.0")
 			hdr.Set("Content-Type", "application/json")
-			var v Verdict
+			var v Outcome
 			func() {
 				defer func() {
 					if r := recover(); r != nil {
-						t.Fatalf("Check panicked: %v", r)
+						t.Fatalf("Admit panicked: %v", r)
 					}
 				}()
-				v = h.px.Check(t.Context(), Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
+				v = h.px.Admit(t.Context(), Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
 					Header: hdr, Body: body, Query: url.Values{}})
 			}()
 			var a rpcAnswer
-			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Allow || a.Error == nil || a.Error.Code != -32001 {
-				t.Fatalf("allow=%v %d %s", v.Allow, v.Answer.Status, v.Answer.Body)
+			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Kind != Refuse || a.Error == nil || a.Error.Code != -32001 {
+				t.Fatalf("%s %d %s", v.Kind, v.Answer.Status, v.Answer.Body)
 			}
 		})
 	}

@@ -6,11 +6,13 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/writ-authz/writ/adapters"
 )
 
-// TestCheckMatchesServe: the decision-only path gives the same answers as the
-// sidecar for allowed, denied, hidden-card and directory requests.
-func TestCheckMatchesServe(t *testing.T) {
+// TestAdmitMatchesServe: the outcomes of Admit are the sidecar's answers for
+// allowed, denied, hidden-card and directory requests.
+func TestAdmitMatchesServe(t *testing.T) {
 	w := newSeedWorld(t)
 	inv := w.token(investigator)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send",
@@ -23,31 +25,31 @@ func TestCheckMatchesServe(t *testing.T) {
 		h.Set("Writ-Caller", `{"agent_id":"forged"}`)
 		return Incoming{Method: "POST", Path: path, Host: "writ.test", RemoteAddr: "127.0.0.1:1", Header: h, Body: body, Query: url.Values{}}
 	}
-	v := w.px.Check(t.Context(), inc("/", inv, body))
-	if !v.Allow || v.DecisionID == "" || !strings.Contains(v.Upstream[CallerHeader], "payments-investigator") ||
-		v.RemoveUpstream[0] != CallerHeader || v.Operation != "send" {
+	v := w.px.Admit(t.Context(), inc("/", inv, body))
+	if v.Kind != Forward || v.DecisionID == "" || !strings.Contains(v.Plan.Header.Get(CallerHeader), "payments-investigator") ||
+		strings.Contains(v.Plan.Header.Get(CallerHeader), "forged") || v.Operation != "send" {
 		t.Fatalf("allowed: %+v", v)
 	}
-	v = w.px.Check(t.Context(), inc("/kyc/", inv, body))
+	v = w.px.Admit(t.Context(), inc("/kyc/", inv, body))
 	_, sidecar := w.rpc("/kyc/", inv, "", "message/send", map[string]any{"message": msg03("x", nil)})
 	var checked rpcAnswer
 	json.Unmarshal(v.Answer.Body, &checked)
 	checked.raw = v.Answer.Body
-	if v.Allow || v.Answer.Status != 403 || strings.Join(checked.reasons(), ",") != strings.Join(sidecar.reasons(), ",") {
+	if v.Kind != Refuse || v.Answer.Status != 403 || strings.Join(checked.reasons(), ",") != strings.Join(sidecar.reasons(), ",") {
 		t.Fatalf("denied: %+v\n%s\nsidecar %s", v, v.Answer.Body, sidecar.raw)
 	}
 	card := inc("/.well-known/agent-card.json", "", nil)
 	card.Method = "GET"
-	if v = w.px.Check(t.Context(), card); v.Allow || v.Answer.Status != 404 {
+	if v = w.px.Admit(t.Context(), card); v.Kind != NotFound || v.Answer.Status != 404 || v.DecisionID != "" {
 		t.Fatalf("hidden card: %+v", v)
 	}
 	card.Header.Set("Authorization", "Bearer "+inv)
-	if v = w.px.Check(t.Context(), card); v.Allow || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), `"bearerFormat":"JWT"`) {
+	if v = w.px.Admit(t.Context(), card); v.Kind != Serve || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), `"bearerFormat":"JWT"`) {
 		t.Fatalf("card: %+v %s", v, v.Answer.Body)
 	}
-	dir := inc(DirectoryPath, inv, nil)
+	dir := inc(adapters.DirectoryPath, inv, nil)
 	dir.Method, dir.Query = "GET", url.Values{"tags": {"sanctions"}}
-	if v = w.px.Check(t.Context(), dir); v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), "sanctions-screening-agent") ||
+	if v = w.px.Admit(t.Context(), dir); v.Kind != Serve || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), "sanctions-screening-agent") ||
 		strings.Contains(string(v.Answer.Body), "kyc-refresh-agent") {
 		t.Fatalf("directory: %+v %s", v, v.Answer.Body)
 	}

@@ -7,35 +7,43 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
-type recordingHooks struct {
+// recordingSink keeps every event the core emits.
+type recordingSink struct {
 	mu        sync.Mutex
-	decisions []DecisionEvent
-	requests  []RequestEvent
-	tasks     []TaskEvent
+	decisions []events.Decision
+	requests  []events.Request
+	tasks     []events.Task
+	pushes    []events.Push
 }
 
-func (r *recordingHooks) Decided(e DecisionEvent) {
+func (r *recordingSink) Decided(e events.Decision) {
 	r.mu.Lock()
 	r.decisions = append(r.decisions, e)
 	r.mu.Unlock()
 }
-func (r *recordingHooks) Served(e RequestEvent) {
+func (r *recordingSink) Served(e events.Request) {
 	r.mu.Lock()
 	r.requests = append(r.requests, e)
 	r.mu.Unlock()
 }
-func (r *recordingHooks) TaskChanged(e TaskEvent) {
+func (r *recordingSink) TaskChanged(e events.Task) {
 	r.mu.Lock()
 	r.tasks = append(r.tasks, e)
 	r.mu.Unlock()
 }
+func (r *recordingSink) Pushed(e events.Push) {
+	r.mu.Lock()
+	r.pushes = append(r.pushes, e)
+	r.mu.Unlock()
+}
 
-// TestHooks: every decision, request and lifecycle event reaches the hooks, with
-// the ids that tie them together.
-func TestHooks(t *testing.T) {
+// TestEvents: every decision, request and lifecycle event reaches the sinks,
+// with the ids that tie them together.
+func TestEvents(t *testing.T) {
 	n := 0
 	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		n++
@@ -46,9 +54,9 @@ func TestHooks(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-h","contextId":"c-h","status":{"state":%q},"artifacts":[{"artifactId":"a","name":"report","parts":[{"text":"x"}]}]}}}`, state)
 	})
-	rec := &recordingHooks{}
+	rec := &recordingSink{}
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	h.px.hooks = MultiHooks{rec, nopHooks{}}
+	h.bus.Subscribe(rec)
 	tok := h.token(investigator)
 	h.rpc("/", tok, "1.0", "SendMessage", sendParams)
 	h.rpc("/", tok, "1.0", "GetTask", map[string]any{"id": "t-h"})
@@ -56,7 +64,7 @@ func TestHooks(t *testing.T) {
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.decisions) != 3 || !rec.decisions[0].Allow || rec.decisions[2].Allow ||
-		rec.decisions[0].Caller.AgentID != "payments-investigator" || rec.decisions[0].Revision == "" || rec.decisions[0].Mode != ModeSidecar {
+		rec.decisions[0].Caller.AgentID != "payments-investigator" || rec.decisions[0].Revision == "" || rec.decisions[0].Mode != events.ModeSidecar {
 		t.Fatalf("decisions %+v", rec.decisions)
 	}
 	if d := rec.decisions[2]; len(d.Denials) == 0 || d.Denials[len(d.Denials)-1].Code == "" {
@@ -73,11 +81,15 @@ func TestHooks(t *testing.T) {
 			t.Errorf("task event %+v", e)
 		}
 	}
-	want := []string{TaskCreated, TaskArtifact, TaskStateChanged} // created with its artifact, then completed
+	want := []string{events.TaskCreated, events.TaskArtifact, events.TaskStateChanged} // created with its artifact, then completed
 	if fmt.Sprint(kinds) != fmt.Sprint(want) {
 		t.Fatalf("task events %v, want %v", kinds, want)
 	}
 	if last := rec.tasks[2]; last.From != task.Running || last.To != task.Succeeded {
 		t.Fatalf("state change %+v", last)
+	}
+	// The admitting decision and the task it created are linked both ways.
+	if created := rec.tasks[0]; created.DecisionID == "" || created.DecisionID != rec.decisions[0].ID {
+		t.Fatalf("task_created has decision %q, the admitting decision is %q", created.DecisionID, rec.decisions[0].ID)
 	}
 }

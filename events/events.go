@@ -1,0 +1,213 @@
+// Package events is what writ's admission core tells its observers: one value
+// per decision, request answered, lifecycle change and push attempt. It is a
+// leaf: the core emits events, and metrics, the decision log and the admin API
+// consume them without importing the core.
+package events
+
+import (
+	"sync/atomic"
+	"time"
+
+	"github.com/writ-authz/writ/task"
+)
+
+// Modes: which front door a request came through.
+const (
+	ModeSidecar  = "sidecar"
+	ModeExtAuthz = "ext_authz"
+	ModeExtProc  = "ext_proc"
+)
+
+// Modes lists every mode, for bounded metric labels.
+var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc}
+
+// Caller is who a decision was about, as observers may record it: never the
+// claims, scopes or credentials.
+type Caller struct {
+	Authenticated bool
+	Method        string
+	Issuer        string
+	AgentID       string
+	UserID        string
+	Tenant        string
+	// Chain is the delegation chain, oldest hop first; read-only.
+	Chain []string
+}
+
+// Decision is one policy decision and what it was about. It never holds
+// message content or credentials. Its slices are read after the sink returns
+// and must not be modified.
+type Decision struct {
+	Time      time.Time
+	ID        string
+	Mode      string
+	Route     string // the protected agent's name
+	Operation task.Operation
+	Protocol  task.Protocol
+	Caller    Caller
+	TaskID    string
+	ContextID string
+	Allow     bool
+	DryRun    bool
+	Denials   []task.Denial
+	Revision  string
+	CacheHit  bool
+	// Eval is the time the decision itself took; Latency the request's so far.
+	Eval    time.Duration
+	Latency time.Duration
+	// Error is set when the policy failed (the decision then denies, fail closed).
+	Error string
+}
+
+// Upstream failures, as Request.UpstreamFailure.
+const (
+	UpstreamUnavailable = "unavailable"
+	UpstreamTimeout     = "timeout"
+	UpstreamBroken      = "broken" // the answer or stream broke off, or was too large
+)
+
+// Request is one request answered by a front door.
+type Request struct {
+	Mode      string
+	Route     string
+	Operation task.Operation
+	Status    int
+	Duration  time.Duration
+	// Upstream is the time the agent took to answer (zero when not forwarded).
+	Upstream time.Duration
+	// UpstreamFailure says why the agent's answer did not arrive ("" when it did).
+	UpstreamFailure string
+	// InvalidAnswers counts upstream answers (or stream events) that were not
+	// valid for their protocol, or too large.
+	InvalidAnswers int
+}
+
+// Task event kinds, as Task.Kind.
+const (
+	TaskCreated      = "task_created"
+	TaskStateChanged = "task_state_changed"
+	TaskArtifact     = "task_artifact"
+	TaskViolation    = "task_protocol_violation"
+	TaskEvicted      = "task_evicted"
+)
+
+// Task is one lifecycle event.
+type Task struct {
+	Time      time.Time
+	Kind      string
+	Route     string
+	TaskID    string
+	ContextID string
+	// DecisionID is the decision that admitted the request whose answer
+	// revealed the task (task_created).
+	DecisionID string
+	From, To   task.State
+	Artifact   string
+	// Reason says why a task was evicted (task_evicted).
+	Reason string
+}
+
+// Push is one push delivery attempt, or a notification's final outcome.
+type Push struct {
+	Time      time.Time
+	TaskID    string
+	ContextID string
+	// Host is the receiver's host[:port]; never its path, query or token.
+	Host string
+	// Attempt is the attempt's number (for an outcome: the attempts made).
+	Attempt int
+	Status  int // the receiver's HTTP status; 0 when none arrived
+	// Final marks a notification's final outcome (delivered or given up).
+	Final     bool
+	Delivered bool
+	// Reason is a short, stable reason for a failure ("status_503", "timeout",
+	// "refused:private_address", ...); Refused is the SSRF guard's reason alone.
+	Reason  string
+	Refused string
+	// Latency runs from the notification's enqueueing to this attempt or outcome.
+	Latency time.Duration
+}
+
+// Sink receives events. Implementations must be safe for concurrent use, fast,
+// and must not block: they are called on the request path (queue anything slow).
+type Sink interface {
+	Decided(Decision)
+	Served(Request)
+	TaskChanged(Task)
+	Pushed(Push)
+}
+
+// Bus fans events out to the sinks subscribed to it. Producers hold the Bus
+// from the start; observers, built later from the producers' snapshots,
+// subscribe to it, so nothing needs a construction cycle. Safe for concurrent
+// use; the zero value has no sinks.
+type Bus struct {
+	sinks atomic.Pointer[[]Sink]
+}
+
+var _ Sink = (*Bus)(nil)
+
+// Subscribe adds s to the sinks.
+func (b *Bus) Subscribe(s Sink) {
+	for {
+		old := b.sinks.Load()
+		var next []Sink
+		if old != nil {
+			next = append(next, *old...)
+		}
+		next = append(next, s)
+		if b.sinks.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+func (b *Bus) list() []Sink {
+	if p := b.sinks.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Decided implements Sink.
+func (b *Bus) Decided(e Decision) {
+	for _, s := range b.list() {
+		s.Decided(e)
+	}
+}
+
+// Served implements Sink.
+func (b *Bus) Served(e Request) {
+	for _, s := range b.list() {
+		s.Served(e)
+	}
+}
+
+// TaskChanged implements Sink.
+func (b *Bus) TaskChanged(e Task) {
+	for _, s := range b.list() {
+		s.TaskChanged(e)
+	}
+}
+
+// Pushed implements Sink.
+func (b *Bus) Pushed(e Push) {
+	for _, s := range b.list() {
+		s.Pushed(e)
+	}
+}
+
+// Nop is a Sink that ignores every event; embed it to implement part of Sink.
+type Nop struct{}
+
+// Decided implements Sink.
+func (Nop) Decided(Decision) {}
+
+// Served implements Sink.
+func (Nop) Served(Request) {}
+
+// TaskChanged implements Sink.
+func (Nop) TaskChanged(Task) {}
+
+// Pushed implements Sink.
+func (Nop) Pushed(Push) {}

@@ -1,0 +1,307 @@
+package proxy
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/task"
+)
+
+// Incoming is one request as the admission core sees it, whatever door it came
+// through: the sidecar's listener, an Envoy CheckRequest, an ext_proc stream.
+type Incoming struct {
+	// Mode names the front door (events.ModeSidecar, ...), for the events.
+	Mode                           string
+	Method, Path, Host, RemoteAddr string
+	// Query is the parsed query; RawQuery the query as sent (forwarded as is).
+	Query    url.Values
+	RawQuery string
+	Header   http.Header
+	Body     []byte
+	// BodyErr is set when the body could not be read whole (wire.ErrBodyTooLarge,
+	// or a partial body).
+	BodyErr error
+	// Chunked: the body came with Transfer-Encoding instead of Content-Length.
+	Chunked bool
+	// TLS: the request came over TLS (for X-Forwarded-Proto).
+	TLS              bool
+	PeerCertificates []*x509.Certificate
+	// Caller, when set, is the caller as something in front of writ already
+	// verified it (Envoy's jwt_authn): the request's own credentials are then
+	// not read. The sidecar never sets it.
+	Caller *identity.Caller
+}
+
+// OutcomeKind is what a front door does with a request.
+type OutcomeKind uint8
+
+// The outcomes of Admit: a closed set.
+const (
+	// NotFound: no route, or an agent hidden from this caller. Answer is the
+	// plain not-found page.
+	NotFound OutcomeKind = iota + 1
+	// Refuse: Answer is the protocol-shaped refusal (Fault says why).
+	Refuse
+	// Serve: Answer is writ's own answer (a card, the directory, a push-config
+	// operation); the agent is not asked.
+	Serve
+	// Forward: the request goes to the agent as Plan says.
+	Forward
+)
+
+func (k OutcomeKind) String() string {
+	switch k {
+	case NotFound:
+		return "not_found"
+	case Refuse:
+		return "refuse"
+	case Serve:
+		return "serve"
+	case Forward:
+		return "forward"
+	}
+	return "unknown"
+}
+
+// Outcome is the result of admitting one request.
+type Outcome struct {
+	Kind OutcomeKind
+	// Answer is what the caller gets for NotFound, Refuse and Serve.
+	Answer wire.Rendered
+	// Fault is the refusal (Refuse only).
+	Fault *task.Fault
+	// DecisionID is the decision's id, "" where an answer must look like one
+	// that had no decision (a hidden agent, a task the caller may not see).
+	DecisionID string
+	Denials    []task.Denial
+	// DryRun: the policy denied, and dry-run let the request through.
+	DryRun    bool
+	Operation task.Operation
+	Protocol  task.Protocol
+	// Route is the protected agent's name ("" when no route matched).
+	Route string
+	// CloseConnection: the request's framing cannot be trusted, so nothing
+	// after it on the connection may be read as another request.
+	CloseConnection bool
+	// Plan is how to forward the request (Forward only).
+	Plan *Plan
+}
+
+// exchange is one request on its way through the core.
+type exchange struct {
+	rt     *route
+	edge   adapters.Edge
+	inc    Incoming
+	in     wire.Inbound // the request below the route
+	req    task.Request
+	caller identity.Caller
+	record *task.Record
+	input  *authz.Input
+	dec    authz.Decision
+}
+
+// notFoundPage is the answer for a path no route serves and for a hidden agent.
+var notFoundPage = wire.Rendered{Status: http.StatusNotFound, ContentType: "text/plain; charset=utf-8",
+	Body: []byte("404 page not found\n")}
+
+// Admit runs the admission pipeline on one request and says what to do with
+// it. It is the only place a decision is made.
+func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
+	start := time.Now()
+	c.stats.Requests.Add(1)
+	if inc.Mode == "" {
+		inc.Mode = events.ModeSidecar
+	}
+	// writ's own headers are never believed from a caller.
+	inc.Header = stripWritHeaders(inc.Header)
+	if renderer, ok := adapters.Directory(inc.Method, inc.Path); ok {
+		return c.directory(ctx, inc, renderer, start)
+	}
+	rt, rest := c.match(inc.Path)
+	if rt == nil {
+		return Outcome{Kind: NotFound, Answer: notFoundPage}
+	}
+	x := &exchange{rt: rt, edge: rt.edges.For(rest), inc: inc,
+		in: wire.Inbound{Method: inc.Method, Path: rest, Query: inc.Query, Header: inc.Header, Body: inc.Body}}
+	if f, closeConn := c.framing(x); f != nil {
+		out := c.refuse(x, f)
+		out.CloseConnection = closeConn
+		return out
+	}
+	req, fault := x.edge.Parse(x.in, c.lim)
+	x.req = req
+	if fault != nil {
+		return c.refuse(x, fault)
+	}
+	if req.Operation == task.OpDiscover {
+		if renderer, ok := x.edge.(adapters.CardRenderer); ok {
+			return c.directory(ctx, inc, renderer, start) // the directory decides per agent
+		}
+	}
+	x.caller = c.identify(ctx, inc)
+	if f := c.lookupTask(ctx, x); f != nil {
+		return c.refuse(x, f)
+	}
+	c.decide(ctx, x, start)
+	if !x.dec.Allow {
+		c.stats.Denied.Add(1)
+		if req.Operation == task.OpCard {
+			// A card is only for callers who may see the agent; to everyone else
+			// the agent does not exist (and what does not exist had no decision).
+			return Outcome{Kind: NotFound, Answer: notFoundPage, Operation: req.Operation, Protocol: req.Protocol,
+				Route: rt.agent.Name}
+		}
+		return c.refuse(x, c.denialFault(x))
+	}
+	if f := lifecycleLaw(x); f != nil {
+		return c.refuse(x, f)
+	}
+	switch {
+	case req.Operation == task.OpCard:
+		if _, ok := rt.edges.Cards(); ok {
+			return c.serveCard(ctx, x)
+		}
+	case isPushOp(req.Operation) && c.pushOn():
+		return c.servePush(ctx, x)
+	}
+	return c.forward(x)
+}
+
+// framing refuses a request whose body writ could not read whole: a chunked
+// body (unless allowed), one over the size limit, one cut short. The request
+// is parsed without its body so the refusal has the right shape.
+func (c *Core) framing(x *exchange) (*task.Fault, bool) {
+	inc := x.inc
+	switch {
+	case inc.Chunked && !c.cfg.Limits.AllowChunkedRequests:
+		// Go drops a Content-Length sent beside Transfer-Encoding, so this also
+		// refuses the classic smuggling pair.
+		x.in.Body = nil
+		x.req, _ = x.edge.Parse(x.in, c.lim)
+		return task.NewFault(task.KindNotARequest, "Transfer-Encoding is not accepted on requests; send Content-Length"), true
+	case inc.BodyErr != nil:
+		x.in.Body = nil
+		x.req, _ = x.edge.Parse(x.in, c.lim)
+		if errors.Is(inc.BodyErr, wire.ErrBodyTooLarge) {
+			return task.NewFault(task.KindTooLarge, fmt.Sprintf("request body exceeds %d bytes", c.lim.MaxBodyBytes)), false
+		}
+		return task.NewFault(task.KindMalformed, "the request body could not be read whole: "+inc.BodyErr.Error()), false
+	}
+	return nil, false
+}
+
+// identify is the caller: as a door in front of writ verified it, or from the
+// request's own credentials. Refused credentials make the caller anonymous.
+func (c *Core) identify(ctx context.Context, inc Incoming) identity.Caller {
+	if inc.Caller != nil {
+		return *inc.Caller
+	}
+	caller, err := c.ident.Identify(ctx, identity.Credentials{Header: inc.Header, PeerCertificates: inc.PeerCertificates})
+	if err != nil {
+		c.log.Info("credentials refused; the caller is anonymous", "error", err, "path", inc.Path)
+	}
+	return caller
+}
+
+// decide asks the policy about x and emits the decision event.
+func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) {
+	var rec *task.Task
+	if x.record != nil {
+		rec = &x.record.Task
+	}
+	x.input = authz.BuildInput(&authz.Facts{Request: &x.req, Caller: x.caller, Target: x.rt.target, Record: rec,
+		HTTP:                  authz.HTTPInfo{Method: x.inc.Method, Path: x.inc.Path, Host: x.inc.Host, RemoteAddr: x.inc.RemoteAddr},
+		DefaultClassification: c.cfg.DefaultClassification})
+	d, err := c.engine.Decide(ctx, x.input)
+	ev := events.Decision{Time: time.Now(), ID: d.ID, Mode: x.inc.Mode, Route: x.rt.agent.Name, Operation: x.req.Operation,
+		Protocol: x.req.Protocol, Caller: eventCaller(x.caller), TaskID: x.req.TaskID, ContextID: x.input.Task.ContextID,
+		Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials, Revision: d.Revision, CacheHit: d.CacheHit,
+		Eval: d.Duration, Latency: time.Since(start)}
+	if err != nil {
+		c.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
+		ev.Error = err.Error()
+	}
+	c.events.Decided(ev)
+	x.dec = d
+}
+
+// eventCaller is the caller as events carry it.
+func eventCaller(c identity.Caller) events.Caller {
+	return events.Caller{Authenticated: c.Authenticated, Method: c.Method, Issuer: c.Issuer, AgentID: c.AgentID,
+		UserID: c.UserID, Tenant: c.Tenant, Chain: c.Chain}
+}
+
+// refuse is the Refuse outcome of f, rendered in the request's protocol shape.
+func (c *Core) refuse(x *exchange, f *task.Fault) Outcome {
+	out := Outcome{Kind: Refuse, Fault: f, Answer: x.edge.RenderFault(&x.req, f), DecisionID: x.dec.ID,
+		Denials: x.dec.Denials, Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
+	if f.Kind == task.KindTaskNotFound {
+		// Answered like a missing task, which is refused before any decision:
+		// a decision id would tell the two apart. The decision log keeps it.
+		out.DecisionID = ""
+	}
+	out.Answer.Header = withHeader(out.Answer.Header, "Cache-Control", "no-store")
+	return out
+}
+
+// withHeader returns h (allocated when nil) with k set to v.
+func withHeader(h http.Header, k, v string) http.Header {
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set(k, v)
+	return h
+}
+
+// notFound is the answer for a task the caller may not see, identical to the
+// answer for a task that does not exist: task ids are not an oracle.
+func notFound(id string) *task.Fault {
+	return task.NewFault(task.KindTaskNotFound, fmt.Sprintf("task %s not found", id))
+}
+
+// storeDown is the refusal of a request the lifecycle store could not serve.
+func (c *Core) storeDown(what string, err error) *task.Fault {
+	c.log.Error("lifecycle store unavailable; the request is refused (fail closed)", "during", what, "error", err)
+	return task.NewFault(task.KindUnavailable, "the task lifecycle store is unavailable; retry later")
+}
+
+// denialFault maps a denial to what the caller sees: a task owned by someone else
+// is not found; an unauthenticated caller gets 401; anything else 403 with every
+// denial listed.
+func (c *Core) denialFault(x *exchange) *task.Fault {
+	for _, d := range x.dec.Denials {
+		if d.Code == "NOT_TASK_OWNER" {
+			return notFound(x.req.TaskID)
+		}
+	}
+	kind := task.KindDenied
+	if !x.caller.Authenticated {
+		kind = task.KindUnauthenticated
+	}
+	return &task.Fault{Kind: kind, Message: fmt.Sprintf("%s to %s denied by policy (decision %s)",
+		x.req.Operation, x.rt.agent.Name, x.dec.ID), Denials: x.dec.Denials}
+}
+
+func isPushOp(op task.Operation) bool {
+	switch op {
+	case task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete:
+		return true
+	}
+	return false
+}
+
+// Served reports a request a front door answered, to the events.
+func (c *Core) Served(ev events.Request) { c.events.Served(ev) }
+
+// pushOn reports whether writ handles push notifications itself.
+func (c *Core) pushOn() bool { return c.notifier != nil }

@@ -1,0 +1,216 @@
+// Package proxy is writ's admission core and its front doors.
+//
+// Every request, whatever door it came through, is one call of Core.Admit:
+// limits → adapter parse → identity → lifecycle record → policy decision (with
+// its cache) → lifecycle law, with one decision event. Admit returns an Outcome
+// — not found, refuse, serve (writ's own answer: a card, the directory, a
+// push-config operation) or forward (a Plan) — and each front door is a thin
+// mapping of it: the Sidecar (this package) writes the answer or forwards the
+// request and feeds the agent's answers back through the Plan, which records
+// them in the lifecycle store and notifies push callbacks; Envoy's ext_authz
+// (proxy/extauthz) maps the Outcome to a CheckResponse.
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/task"
+)
+
+// Deps are the parts a Core is built from. Identity, Engine and Store are
+// required; the others have defaults.
+type Deps struct {
+	Identity *identity.Resolver
+	Engine   *authz.Engine
+	Store    task.Store
+	Logger   *slog.Logger
+	// Transport carries writ's own upstream requests: card fetches, readiness
+	// probes and task following (default: a tuned http.Transport).
+	Transport http.RoundTripper
+	// Events receives decisions, requests and lifecycle events (metrics, the
+	// decision log); nil observes nothing.
+	Events events.Sink
+	// Push delivers push notifications. With it, writ keeps push configs itself
+	// (stripped from what the agent receives), answers the push-config
+	// operations, and advertises push in the cards it serves; nil leaves push
+	// to the agents.
+	Push Notifier
+}
+
+// Notifier takes rendered notifications for delivery; push.Deliverer is the one
+// writ runs. Enqueue must not block.
+type Notifier interface {
+	Enqueue(n push.Notification) error
+}
+
+var _ Notifier = (*push.Deliverer)(nil)
+
+// Core is the admission core: the one place a decision is made. It is safe for
+// concurrent use.
+type Core struct {
+	cfg    *config.Config
+	routes []*route // longest route first
+	ident  *identity.Resolver
+	engine *authz.Engine
+	store  task.Store
+	client *http.Client
+	log    *slog.Logger
+	lim    wire.Limits
+	// schemes are the security schemes writ itself accepts, for published cards.
+	schemes  []task.SecurityScheme
+	events   events.Sink
+	notifier Notifier
+	// followers bounds the tasks followed after their request returned.
+	followers chan struct{}
+	// life ends the followers when the core closes.
+	life  context.Context
+	close context.CancelFunc
+	stats Stats
+}
+
+// MaxFollowers bounds the tasks followed at once after their request returned.
+const MaxFollowers = 256
+
+// Stats counts what the core did, for tests.
+type Stats struct {
+	Requests, Denied, Violations, StoreErrors atomic.Uint64
+}
+
+// route is one protected agent.
+type route struct {
+	agent    *config.Agent
+	target   *authz.Target
+	prefix   string // route without trailing slash ("" for "/")
+	upstream *url.URL
+	edges    adapters.Route
+	cards    *cardCache
+}
+
+// New builds the core from a validated config.
+func New(cfg *config.Config, d Deps) (*Core, error) {
+	if d.Identity == nil || d.Engine == nil || d.Store == nil {
+		return nil, fmt.Errorf("proxy: identity, engine and store are required")
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Transport == nil {
+		d.Transport = NewTransport(cfg.Limits.UpstreamTimeout)
+	}
+	if d.Events == nil {
+		d.Events = events.Nop{}
+	}
+	c := &Core{cfg: cfg, ident: d.Identity, engine: d.Engine, store: d.Store, log: d.Logger,
+		client:  NewClient(d.Transport),
+		lim:     wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
+		schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, followers: make(chan struct{}, MaxFollowers)}
+	c.life, c.close = context.WithCancel(context.Background())
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		u, err := url.Parse(a.Upstream)
+		if err != nil {
+			return nil, fmt.Errorf("agents[%d].upstream: %w", i, err)
+		}
+		edges, err := adapters.NewRoute(a.Protocol, a.JSONRPCPath)
+		if err != nil {
+			return nil, fmt.Errorf("agents[%d].protocol: %w", i, err)
+		}
+		rt := &route{agent: a, target: authz.TargetOf(a), prefix: strings.TrimSuffix(a.Route, "/"), upstream: u, edges: edges}
+		rt.cards = newCardCache(c, rt)
+		c.routes = append(c.routes, rt)
+	}
+	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
+	return c, nil
+}
+
+// NewTransport is the transport writ's upstream requests use by default: never
+// an environment proxy, bounded idle connections, the answer's headers within
+// timeout.
+func NewTransport(timeout time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil, // never send agent traffic through an environment proxy
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          256,
+		MaxIdleConnsPerHost:   64,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: timeout,
+		ForceAttemptHTTP2:     false,
+	}
+}
+
+// NewClient is an http.Client over t that never follows redirects: an
+// upstream redirect goes back to the caller.
+func NewClient(t http.RoundTripper) *http.Client {
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error {
+		return http.ErrUseLastResponse
+	}}
+}
+
+// Close stops the background work of the core (task followers).
+func (c *Core) Close() { c.close() }
+
+// Stats returns the core's counters.
+func (c *Core) Stats() *Stats { return &c.stats }
+
+// StoreErrors counts the lifecycle store operations that failed.
+func (c *Core) StoreErrors() uint64 { return c.stats.StoreErrors.Load() }
+
+// Config is the configuration the core serves.
+func (c *Core) Config() *config.Config { return c.cfg }
+
+// match finds the route for a path and the path below it.
+func (c *Core) match(path string) (*route, string) {
+	for _, rt := range c.routes {
+		if rt.prefix == "" || path == rt.prefix || strings.HasPrefix(path, rt.prefix+"/") {
+			rest := strings.TrimPrefix(path, rt.prefix)
+			if rest == "" {
+				rest = "/"
+			}
+			return rt, rest
+		}
+	}
+	return nil, ""
+}
+
+// acceptedSchemes are the security schemes a published card advertises: what
+// writ verifies, not what the agent behind it does.
+func acceptedSchemes(cfg *config.Config) []task.SecurityScheme {
+	var out []task.SecurityScheme
+	if len(cfg.Identity.JWT) > 0 {
+		out = append(out, task.SecurityScheme{Name: "bearer", Kind: task.SchemeHTTP, HTTPScheme: "Bearer",
+			BearerFormat: "JWT", Description: "A JWT from " + issuers(cfg)})
+	}
+	if cfg.Identity.MTLS != nil {
+		out = append(out, task.SecurityScheme{Name: "mtls", Kind: task.SchemeMTLS,
+			Description: "A client certificate with a SPIFFE ID in " + cfg.Identity.MTLS.TrustDomain})
+	}
+	if cfg.Identity.StaticTokensFile != "" && len(cfg.Identity.JWT) == 0 {
+		out = append(out, task.SecurityScheme{Name: "bearer", Kind: task.SchemeHTTP, HTTPScheme: "Bearer",
+			Description: "A development token"})
+	}
+	return out
+}
+
+func issuers(cfg *config.Config) string {
+	var names []string
+	for _, j := range cfg.Identity.JWT {
+		names = append(names, j.Issuer)
+	}
+	return strings.Join(names, ", ")
+}

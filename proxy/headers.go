@@ -1,0 +1,85 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/writ-authz/writ/authz/identity"
+)
+
+// CallerHeader carries the verified caller to the upstream agent. writ sets it on
+// every forwarded request and strips it from every inbound one, so an agent can
+// trust it as long as only writ can reach the agent.
+const CallerHeader = "Writ-Caller"
+
+// DecisionHeader carries the id of the decision that let a request through (or
+// refused it), to find it in the decision log.
+const DecisionHeader = "Writ-Decision-Id"
+
+// callerDoc is the JSON of the Writ-Caller header.
+type callerDoc struct {
+	Authenticated bool     `json:"authenticated"`
+	Method        string   `json:"method"`
+	Issuer        string   `json:"issuer,omitempty"`
+	AgentID       string   `json:"agent_id,omitempty"`
+	UserID        string   `json:"user_id,omitempty"`
+	Tenant        string   `json:"tenant,omitempty"`
+	Chain         []string `json:"chain"`
+}
+
+func callerHeader(c identity.Caller) string {
+	chain := c.Chain
+	if chain == nil {
+		chain = []string{}
+	}
+	raw, _ := json.Marshal(callerDoc{Authenticated: c.Authenticated, Method: c.Method, Issuer: c.Issuer,
+		AgentID: c.AgentID, UserID: c.UserID, Tenant: c.Tenant, Chain: chain})
+	return string(raw)
+}
+
+// writHeaders are the headers writ sets for the upstream, which a caller may
+// never set itself.
+var writHeaders = []string{CallerHeader, DecisionHeader}
+
+// IsWritHeader reports whether a header name is one of writ's, in any spelling
+// a server might fold into it: case, and '_' for '-' (CGI-style servers and
+// some frameworks read Writ_Caller as Writ-Caller).
+func IsWritHeader(name string) bool {
+	n := strings.ReplaceAll(name, "_", "-")
+	for _, w := range writHeaders {
+		if strings.EqualFold(n, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// stripWritHeaders removes writ's own headers, in every spelling, from h (in
+// place) and returns it.
+func stripWritHeaders(h http.Header) http.Header {
+	for k := range h {
+		if IsWritHeader(k) {
+			delete(h, k)
+		}
+	}
+	return h
+}
+
+// hopHeaders are connection-level headers that a proxy must not forward
+// (RFC 9110 section 7.6.1).
+var hopHeaders = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
+
+func stripHop(h http.Header) {
+	for _, f := range h.Values("Connection") {
+		for name := range strings.SplitSeq(f, ",") {
+			if name = strings.TrimSpace(name); name != "" {
+				h.Del(name)
+			}
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+}

@@ -1,0 +1,205 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/task"
+)
+
+// MaxAnswerBytes bounds a non-streaming upstream answer that writ reads to
+// observe it. Larger answers are refused as invalid rather than buffered.
+const MaxAnswerBytes = 32 << 20
+
+// Plan is how an admitted request goes to the agent, and how the agent's
+// answers come back through the core: every front door that forwards (the
+// sidecar, ext_proc) sends what the Plan says and hands the answers to Answer
+// or Relay, which record them in the lifecycle store, notify push callbacks,
+// follow tasks that outlive their request, and filter listings. A Plan serves
+// one request and is not safe for concurrent use.
+type Plan struct {
+	core *Core
+	x    *exchange
+	// Method, URL and Body are the request as decided: the URL on the agent's
+	// upstream with the caller's query, the body with a push config stripped
+	// when writ delivers push itself.
+	Method string
+	URL    *url.URL
+	Body   []byte
+	// Header holds the headers writ sets on the forwarded request
+	// (Writ-Caller, Writ-Decision-Id). Every spelling of writ's own headers is
+	// already gone from the caller's headers.
+	Header http.Header
+	// Streams is set when the operation answers with a stream (no answer
+	// timeout applies).
+	Streams bool
+
+	pushAttached bool
+	// invalid counts answers (or stream events) not valid for their protocol.
+	invalid int
+	// failed is set when this request's answer revealed a task that could not
+	// be recorded (the store failed): the answer must not reach the caller.
+	failed error
+}
+
+// forward is the Forward outcome of an allowed request.
+func (c *Core) forward(x *exchange) Outcome {
+	target := *x.rt.upstream
+	target.Path = joinPath(x.rt.upstream.Path, x.in.Path)
+	target.RawPath = ""
+	target.RawQuery = x.inc.RawQuery
+	if target.RawQuery == "" && len(x.inc.Query) > 0 {
+		target.RawQuery = x.inc.Query.Encode()
+	}
+	body := x.inc.Body
+	if c.pushOn() && x.req.Push != nil {
+		if ps, ok := x.edge.(adapters.Push); ok {
+			// The agent never learns the caller's callback: writ delivers itself.
+			stripped, err := ps.StripPush(&x.req, body)
+			if err != nil {
+				return c.refuse(x, task.NewFault(task.KindInvalidParams, err.Error()))
+			}
+			body = stripped
+		}
+	}
+	p := &Plan{core: c, x: x, Method: x.inc.Method, URL: &target, Body: body, Streams: streams(x.req.Operation),
+		Header: http.Header{CallerHeader: {callerHeader(x.caller)}, DecisionHeader: {x.dec.ID}}}
+	return Outcome{Kind: Forward, Plan: p, DecisionID: x.dec.ID, DryRun: x.dec.DryRun, Denials: x.dec.Denials,
+		Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
+}
+
+// streams reports whether the operation answers with a stream.
+func streams(op task.Operation) bool { return op == task.OpStream || op == task.OpSubscribe }
+
+func joinPath(base, rest string) string {
+	if base == "" || base == "/" {
+		return rest
+	}
+	return strings.TrimSuffix(base, "/") + rest
+}
+
+// InvalidAnswers counts the agent's answers (or stream events) that were not
+// valid for their protocol, or too large.
+func (p *Plan) InvalidAnswers() int { return p.invalid }
+
+// Fail renders an upstream failure (the agent unreachable, too slow, broken)
+// in the request's protocol shape, with writ's decision id.
+func (p *Plan) Fail(f *task.Fault) wire.Rendered {
+	out := p.x.edge.RenderFault(&p.x.req, f)
+	out.Header = withHeader(out.Header, DecisionHeader, p.x.dec.ID)
+	out.Header.Set("Cache-Control", "no-store")
+	return out
+}
+
+// Answer observes a whole upstream answer to the plan's request and returns
+// the body to pass on: a listing filtered to the caller's own tasks, anything
+// else as the agent sent it. A non-nil refusal replaces the answer: the answer
+// was too large, or the task it revealed could not be recorded (the caller
+// would own a task writ cannot check: fail closed).
+func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wire.Rendered) {
+	if len(body) > MaxAnswerBytes {
+		p.invalid++
+		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, fmt.Sprintf("the agent's answer exceeds %d bytes", MaxAnswerBytes)))
+		return nil, &out
+	}
+	c, x := p.core, p.x
+	ans, ok := x.edge.(adapters.Answers)
+	if !ok {
+		return body, nil
+	}
+	events, perr := ans.ParseResponse(&x.req, status, body)
+	if perr != nil {
+		// Passed on as is (the caller sees what the agent said), but nothing of it is
+		// believed: the lifecycle store stays unchanged.
+		p.invalid++
+		c.log.Warn("the agent's answer is not valid for its protocol; passed on unobserved",
+			"agent", x.rt.agent.Name, "operation", x.req.Operation, "error", perr)
+	}
+	c.observe(ctx, p, events)
+	if p.failed != nil {
+		out := p.Fail(c.storeDown("recording the task an answer revealed", p.failed))
+		return nil, &out
+	}
+	c.maybeFollow(p, events)
+	if x.req.Operation == task.OpList && perr == nil {
+		body = c.ownTasksOnly(ctx, x, body)
+	}
+	return body, nil
+}
+
+// Relay passes an upstream SSE answer on event by event, observing each.
+type Relay struct {
+	p      *Plan
+	ctx    context.Context
+	reader wire.EventReader
+	done   bool
+}
+
+// Relay reads the agent's stream from body. A stream that is not a protocol
+// writ reads (no Answers role) is passed on in whole blocks, unobserved.
+func (p *Plan) Relay(ctx context.Context, body io.Reader) *Relay {
+	r := &Relay{p: p, ctx: ctx}
+	if ans, ok := p.x.edge.(adapters.Answers); ok {
+		r.reader = ans.NewStreamReader(&p.x.req, body, p.core.cfg.Limits.MaxEventBytes)
+	} else {
+		r.reader = rawEvents{wire.NewSSEReader(body, p.core.cfg.Limits.MaxEventBytes)}
+	}
+	return r
+}
+
+// rawEvents yields SSE blocks with no lifecycle events.
+type rawEvents struct{ r *wire.SSEReader }
+
+func (e rawEvents) Next() (wire.SSEEvent, []task.Event, error) {
+	ev, err := e.r.Next()
+	return ev, nil, err
+}
+
+// Next returns the bytes to pass on for the next event of the stream. A block
+// that is not a valid event is replaced by the protocol's error event (and the
+// store is left unchanged by it). At the end of the stream it returns io.EOF;
+// when the stream breaks off it returns the error event to send with the read
+// error (nil bytes when the caller's own context ended). An event that revealed
+// a task the store could not record ends the stream with an error event.
+func (r *Relay) Next() ([]byte, error) {
+	if r.done {
+		return nil, io.EOF
+	}
+	p := r.p
+	ev, evs, err := r.reader.Next()
+	if err != nil && len(ev.Raw) == 0 {
+		r.done = true
+		if errors.Is(err, io.EOF) || r.ctx.Err() != nil {
+			return nil, err
+		}
+		return p.StreamFault(task.NewFault(task.KindUpstreamUnavailable, "the agent's stream broke off")), err
+	}
+	if err != nil {
+		p.invalid++
+		p.core.log.Warn("the agent sent an invalid stream event; replaced by an error event",
+			"agent", p.x.rt.agent.Name, "error", err)
+		return p.StreamFault(task.NewFault(task.KindUpstreamInvalid, "the agent sent an invalid event")), nil
+	}
+	p.core.observe(context.WithoutCancel(r.ctx), p, evs)
+	if p.failed != nil {
+		r.done = true
+		f := p.core.storeDown("recording the task a stream revealed", p.failed)
+		return p.StreamFault(f), p.failed
+	}
+	return ev.Raw, nil
+}
+
+// StreamFault renders a fault as one event of the request's stream.
+func (p *Plan) StreamFault(f *task.Fault) []byte {
+	if ans, ok := p.x.edge.(adapters.Answers); ok {
+		return ans.RenderStreamFault(&p.x.req, f)
+	}
+	return nil
+}

@@ -23,7 +23,6 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
-
 )
 
 // upstreamCaller is the Writ-Caller an OK response sets, decoded.

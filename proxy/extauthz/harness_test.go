@@ -51,6 +51,12 @@ const testIssuer = "https://idp.test"
 // replaces the default one).
 func newWorld(t testing.TB, extra string) *world {
 	t.Helper()
+	return newWorldMapped(t, extra, "")
+}
+
+// newWorldMapped is newWorld with an mTLS mapping file (SPIFFE ID → caller).
+func newWorldMapped(t testing.TB, extra, mtlsMapping string) *world {
+	t.Helper()
 	start := func(opts ...seedagents.Option) *seedagents.Agent {
 		a, err := seedagents.StartSanctions(opts...)
 		if err != nil {
@@ -77,17 +83,17 @@ policies: [../../policies]
 limits: {upstream_timeout: 5s, stream_idle_timeout: 5s}
 identity:
   jwt: [{issuer: %s, audiences: [writ], jwks_file: %s}]
-  mtls: {trust_domain: bank.ae}
+  mtls: {trust_domain: bank.ae%s}
 agents:
   - {name: sanctions-screening-agent, route: /, upstream: '%s', protocol: a2a, owner: group-compliance,
-     tenants: [wholesale, retail], max_data_classification: restricted, security_schemes: [oauth2],
+     tenants: [wholesale, retail], max_data_classification: restricted, security_schemes: [oauth2, mtls],
      skills: [{id: screen, tags: [sanctions, compliance]}]}
   - {name: kyc-refresh-agent, route: /kyc, upstream: '%s', protocol: a2a, owner: retail-onboarding,
      tenants: [retail], max_data_classification: confidential, security_schemes: [oauth2],
      skills: [{id: refresh, tags: [kyc, compliance]}]}
   - {name: marketing-copy-agent, route: /marketing, upstream: '%s', protocol: a2a, owner: brand,
      max_data_classification: internal, security_schemes: [apikey], skills: [{id: copy, tags: [marketing]}]}
-%s%s`, testIssuer, w.idp.JWKSFile, w.sanctions.URL, kyc.URL, marketing.URL, envoy, extra)
+%s%s`, testIssuer, w.idp.JWKSFile, mappingKey(mtlsMapping), w.sanctions.URL, kyc.URL, marketing.URL, envoy, extra)
 	if w.cfg, err = config.Parse([]byte(yaml)); err != nil {
 		t.Fatal(err)
 	}
@@ -134,6 +140,13 @@ agents:
 		w.client = authv3.NewAuthorizationClient(w.conn)
 	}
 	return w
+}
+
+func mappingKey(path string) string {
+	if path == "" {
+		return ""
+	}
+	return ", mapping_file: " + path
 }
 
 // caller describes who a test token speaks for.
@@ -200,6 +213,8 @@ type answer struct {
 	contentType string
 	body        []byte
 	header      http.Header
+	// forwarded: the request went on to the agent (parity tests).
+	forwarded bool
 }
 
 // viaSidecar sends r through writ's own listener.

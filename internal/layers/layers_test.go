@@ -1,0 +1,143 @@
+// Package layers holds the test of writ's import graph: the seams DESIGN.md
+// draws between the kernel, the adapters, the admission core and the
+// observers, checked on what the packages really import.
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/writ-authz/writ"
+
+type pkg struct {
+	ImportPath string
+	Deps       []string
+}
+
+// list returns every package of the module with its transitive dependencies.
+func list(t *testing.T) map[string][]string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-deps=false", "-json", "./...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := map[string][]string{}
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		deps[strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, module), "/")] = p.Deps
+	}
+	return deps
+}
+
+// ours is the module's own packages among deps, relative to the module.
+func ours(deps []string) []string {
+	var out []string
+	for _, d := range deps {
+		if d == module || strings.HasPrefix(d, module+"/") {
+			out = append(out, strings.TrimPrefix(strings.TrimPrefix(d, module), "/"))
+		}
+	}
+	return out
+}
+
+func TestImportGraph(t *testing.T) {
+	all := list(t)
+	if len(all) < 20 {
+		t.Fatalf("go list found %d packages", len(all))
+	}
+	rules := []struct {
+		pkg     string
+		allowed func(dep string) bool
+		why     string
+	}{
+		{"task", func(string) bool { return false }, "the kernel imports nothing of writ"},
+		{"events", func(d string) bool { return d == "task" }, "events is a leaf: the kernel only"},
+		{"config", func(d string) bool { return d == "task" }, "config describes configuration, no decision code"},
+		{"adapters/wire", func(d string) bool { return d == "task" }, "adapters sit on the kernel"},
+		{"adapters/a2a", func(d string) bool { return d == "task" || d == "adapters/wire" }, "an adapter sees the kernel and wire only"},
+		{"adapters/acp", func(d string) bool { return d == "task" || d == "adapters/wire" }, "an adapter sees the kernel and wire only"},
+		{"adapters", func(d string) bool { return d == "task" || strings.HasPrefix(d, "adapters/") }, "adapters import nothing above them"},
+		{"metrics", func(d string) bool { return d == "task" || d == "events" || d == "config" }, "an observer imports events, never the core"},
+		{"decisionlog", func(d string) bool { return d == "task" || d == "events" || d == "config" }, "an observer imports events, never the core"},
+		{"report", func(d string) bool {
+			return d == "task" || d == "events" || d == "config" || d == "decisionlog"
+		}, "an observer imports events, never the core"},
+	}
+	for _, r := range rules {
+		deps, ok := all[r.pkg]
+		if !ok {
+			t.Errorf("package %s not found", r.pkg)
+			continue
+		}
+		for _, d := range ours(deps) {
+			if !r.allowed(d) {
+				t.Errorf("%s imports %s: %s", r.pkg, d, r.why)
+			}
+		}
+	}
+	// The decision engine (OPA) stays out of configuration and the observers.
+	for _, p := range []string{"config", "events", "metrics", "decisionlog", "report", "task", "adapters"} {
+		for _, d := range all[p] {
+			if strings.HasPrefix(d, "github.com/open-policy-agent/") {
+				t.Errorf("%s depends on %s", p, d)
+				break
+			}
+		}
+	}
+}
+
+// TestNoHTTPTestInProduct: a front door maps an Outcome; it never replays an
+// HTTP handler through a recorder. httptest is for tests (and the test-only
+// helpers under internal/).
+func TestNoHTTPTestInProduct(t *testing.T) {
+	root := "../.."
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		if d.IsDir() {
+			if slices.Contains([]string{"testdata", "node_modules", ".git", "internal"}, d.Name()) {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, imp := range f.Imports {
+			if imp.Path.Value == `"net/http/httptest"` {
+				t.Errorf("%s imports net/http/httptest", rel)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 50 {
+		t.Fatalf("only %d product files checked", checked)
+	}
+}

@@ -74,6 +74,9 @@ func TestBadRequests(t *testing.T) {
 		// Below the request object: invalid params, id echoed.
 		{"params_duplicate_key", task.KindInvalidParams, -32602, "7", 200},
 		{"params_fold_task_id_long_s", task.KindInvalidParams, -32602, "7", 200},
+		{"params_proto_alias_task_id", task.KindInvalidParams, -32602, "7", 200},
+		{"params_proto_alias_push_config", task.KindInvalidParams, -32602, "7", 200},
+		{"rest_proto_alias_task_id", task.KindInvalidParams, -32602, "", 400},
 		{"rest_fold_message", task.KindInvalidParams, -32602, "", 400},
 		{"rest_duplicate_key", task.KindInvalidParams, -32602, "", 400},
 	}

@@ -79,6 +79,7 @@ func TestBadRequests(t *testing.T) {
 		{"rest_proto_alias_task_id", task.KindInvalidParams, -32602, "", 400},
 		{"rest_fold_message", task.KindInvalidParams, -32602, "", 400},
 		{"rest_duplicate_key", task.KindInvalidParams, -32602, "", 400},
+		{"rest_v03_push_name_mismatch", task.KindInvalidParams, -32602, "", 400},
 	}
 	files, _ := filepath.Glob(filepath.Join(fixtures, "bad", "*.request.http"))
 	if len(files) != len(cases) {

@@ -272,6 +272,16 @@ func TestEnvelopeDifferential(t *testing.T) {
 		if c.rpc {
 			got = append(got, witnessed{"a2a-go", slots[i].got})
 		}
+		// The fuzz target's in-process models must read every request as the
+		// real servers did, writ's decision aside (the models know UTF-8 only).
+		if c.rpc && c.header.Get("Content-Type") == "application/json" {
+			if m, ok := a2aGoModel(c.body); !modelAgrees(m, ok, slots[i].got) {
+				fail(c, "the a2a-go model reads %v (acts: %v), the real a2a-go %v", m, ok, slots[i].got)
+			}
+			if m, ok := jsModel(c.body, c.v10); !modelAgrees(m, ok, jsActs) {
+				fail(c, "the JS model reads %v (acts: %v), the real JS SDK %v", m, ok, jsActs)
+			}
+		}
 		if faults[i] != nil {
 			st.refused++
 			if c.accept {
@@ -323,6 +333,22 @@ func TestEnvelopeDifferential(t *testing.T) {
 		}
 		t.Fatalf("%d of %d cases: the agent would act on something other than what writ decided", len(failures), len(cases))
 	}
+}
+
+// modelAgrees: a model acts exactly when the server did, on the same action;
+// a value the model marks as not a JSON string matches whatever the server
+// made of it.
+func modelAgrees(m action, acts bool, real []action) bool {
+	if !acts || len(real) != 1 {
+		return !acts && len(real) == 0
+	}
+	r := real[0]
+	for _, f := range []struct{ m, r *string }{{&m.TaskID, &r.TaskID}, {&m.ContextID, &r.ContextID}, {&m.PushURL, &r.PushURL}, {&m.ConfigID, &r.ConfigID}} {
+		if *f.m == jsNotString {
+			*f.m = *f.r
+		}
+	}
+	return m == r
 }
 
 func trim(b []byte) string {

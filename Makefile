@@ -64,6 +64,7 @@ capture:
 fuzz:
 	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzParseJSONRPC$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzParseREST$$' -fuzztime=$(FUZZTIME)
+	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzEnvelopeDifferential$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./adapters/acp -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./adapters/wire -run='^$$' -fuzz='^FuzzSSEReader$$' -fuzztime=$(FUZZTIME)
 	$(GO) test ./adapters/wire -run='^$$' -fuzz='^FuzzDuplicateKeys$$' -fuzztime=$(FUZZTIME)

@@ -58,6 +58,28 @@ func TestBadRequests(t *testing.T) {
 		{"rest_wrong_method", task.KindUnknownOperation, -32601, "", 404},
 		{"rest_tenant_mismatch", task.KindInvalidParams, -32602, "", 400},
 		{"rest_task_mismatch", task.KindInvalidParams, -32602, "", 400},
+		// An ambiguous request object (a key twice, or a key that folds onto
+		// jsonrpc/method/params/id): a2a-go and the JS SDK would run different
+		// requests. Invalid request, and no id is trusted.
+		{"envelope_case_method_params", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_fold_params_long_s", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_fold_jsonrpc_long_s", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_case_id", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_escaped_case_method", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_duplicate_method", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_duplicate_escaped_method", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_duplicate_params_v10", task.KindNotARequest, -32600, "null", 200},
+		{"envelope_second_object", task.KindMalformed, -32700, "null", 200},
+		{"envelope_bom", task.KindMalformed, -32700, "null", 200},
+		// Below the request object: invalid params, id echoed.
+		{"params_duplicate_key", task.KindInvalidParams, -32602, "7", 200},
+		{"params_fold_task_id_long_s", task.KindInvalidParams, -32602, "7", 200},
+		{"params_proto_alias_task_id", task.KindInvalidParams, -32602, "7", 200},
+		{"params_proto_alias_push_config", task.KindInvalidParams, -32602, "7", 200},
+		{"rest_proto_alias_task_id", task.KindInvalidParams, -32602, "", 400},
+		{"rest_fold_message", task.KindInvalidParams, -32602, "", 400},
+		{"rest_duplicate_key", task.KindInvalidParams, -32602, "", 400},
+		{"rest_v03_push_name_mismatch", task.KindInvalidParams, -32602, "", 400},
 	}
 	files, _ := filepath.Glob(filepath.Join(fixtures, "bad", "*.request.http"))
 	if len(files) != len(cases) {

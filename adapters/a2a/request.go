@@ -3,6 +3,7 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
@@ -95,6 +96,14 @@ func Parse(in wire.Inbound, opt Options) (task.Request, *task.Fault) {
 
 // checkBody applies the size, content type and JSON checks shared by both bindings.
 func checkBody(in wire.Inbound, lim wire.Limits) *task.Fault {
+	if f := checkHead(in, lim); f != nil {
+		return f
+	}
+	return wire.FaultOf(wire.CheckJSON(in.Body, lim.MaxJSONDepth))
+}
+
+// checkHead applies the size and content type checks.
+func checkHead(in wire.Inbound, lim wire.Limits) *task.Fault {
 	if int64(len(in.Body)) > lim.MaxBodyBytes {
 		return task.NewFault(task.KindTooLarge, fmt.Sprintf("request body exceeds %d bytes", lim.MaxBodyBytes))
 	}
@@ -104,18 +113,23 @@ func checkBody(in wire.Inbound, lim wire.Limits) *task.Fault {
 			return task.NewFault(task.KindContentType, fmt.Sprintf("content type %q is not JSON", ct))
 		}
 	}
-	return wire.FaultOf(wire.CheckJSON(in.Body, lim.MaxJSONDepth))
+	return nil
 }
 
 // peekID recovers the JSON-RPC id of a request that fails before full parsing, so
-// the error can echo it.
+// the error can echo it. Only the exact "id" member counts, as JSON.parse reads
+// it; an id that is not a valid JSON-RPC id is not echoed.
 func peekID(req *task.Request, body []byte) {
-	var env struct {
-		ID json.RawMessage `json:"id"`
+	var env map[string]json.RawMessage
+	if json.Unmarshal(body, &env) == nil && validID(env["id"]) {
+		req.RPCID = env["id"]
 	}
-	if json.Unmarshal(body, &env) == nil && validID(env.ID) {
-		req.RPCID = env.ID
-	}
+}
+
+// isString reports whether raw is a JSON string whose value is want.
+func isString(raw json.RawMessage, want string) bool {
+	var s string
+	return json.Unmarshal(raw, &s) == nil && s == want
 }
 
 func validID(id json.RawMessage) bool {
@@ -129,8 +143,27 @@ func validID(id json.RawMessage) bool {
 	return false
 }
 
+// envelopeKeys are the members of a JSON-RPC request object.
+var envelopeKeys = []string{"jsonrpc", "method", "params", "id"}
+
+// parseRPC reads a JSON-RPC request. The request object is read the way both
+// kinds of server behind writ read it, or refused: a2a-go decodes it with
+// encoding/json into a struct (keys matched case-insensitively under Unicode
+// folding, the last match kept), the JS SDK with JSON.parse (exact keys, the
+// last duplicate kept). A request object with a duplicate key, or with a key
+// that folds onto jsonrpc, method, params or id without being it, would be
+// decided by writ as one request and run by the agent as another: it is
+// refused as an invalid request (-32600), never rewritten (see wire.Envelope).
 func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request, *task.Fault) {
-	if f := checkBody(in, lim); f != nil {
+	if f := checkHead(in, lim); f != nil {
+		peekID(&req, in.Body)
+		return req, f
+	}
+	// A duplicate key below the request object is an invalid-params error, but
+	// only once the request object itself is known to be unambiguous.
+	jsonErr := wire.CheckJSON(in.Body, lim.MaxJSONDepth)
+	if jsonErr != nil && !errors.Is(jsonErr, wire.ErrDuplicateKey) {
+		f := wire.FaultOf(jsonErr)
 		if f.Kind != task.KindMalformed {
 			peekID(&req, in.Body)
 		}
@@ -146,9 +179,17 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 	if body[0] != '{' {
 		return req, task.NewFault(task.KindNotARequest, "a JSON-RPC request must be a JSON object")
 	}
-	var env map[string]json.RawMessage
-	if err := json.Unmarshal(body, &env); err != nil {
-		return req, task.NewFault(task.KindNotARequest, err.Error())
+	// An ambiguous request object has no trustworthy id either: the error
+	// carries id null.
+	env, err := wire.Envelope(body, envelopeKeys...)
+	if err != nil {
+		return req, wire.FaultOf(err)
+	}
+	if jsonErr != nil {
+		if validID(env["id"]) {
+			req.RPCID = env["id"]
+		}
+		return req, wire.FaultOf(jsonErr)
 	}
 	if id, ok := env["id"]; ok {
 		if !validID(id) {
@@ -156,7 +197,7 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 		}
 		req.RPCID = id
 	}
-	if v := env["jsonrpc"]; string(v) != `"2.0"` {
+	if v, ok := env["jsonrpc"]; !ok || !isString(v, "2.0") {
 		return req, task.NewFault(task.KindNotARequest, `"jsonrpc" must be "2.0"`)
 	}
 	var method string

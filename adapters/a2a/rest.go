@@ -170,6 +170,9 @@ func placePathIDs(p *wireParams, rt route, d dialect) *task.Fault {
 		if f := same("taskId", p.TaskID); f != nil {
 			return f
 		}
+		if f := pushName(p, rt.taskID); f != nil {
+			return f
+		}
 		p.TaskID = rt.taskID
 		if d != v10 && p.PushNotificationConfig == nil && p.URL != "" {
 			// A bare PushNotificationConfig posted to the collection.
@@ -183,6 +186,28 @@ func placePathIDs(p *wireParams, rt route, d dialect) *task.Fault {
 		}
 	}
 	return nil
+}
+
+// pushName checks the resource name of a 0.3 proto-JSON push config
+// ("tasks/{id}/pushNotificationConfigs/{configId}"): the JS SDK's 0.3 HTTP+JSON
+// handler takes the task from this name, not from the path, so a name must
+// name the path's task, and its config id (if any) the body's config id.
+func pushName(p *wireParams, taskID string) *task.Fault {
+	if p.Name == "" {
+		return nil
+	}
+	configID := p.ID
+	if p.PushNotificationConfig != nil {
+		configID = p.PushNotificationConfig.ID
+	}
+	rest, ok := strings.CutPrefix(p.Name, "tasks/"+taskID)
+	switch {
+	case ok && rest == "":
+		return nil
+	case ok && rest == "/pushNotificationConfigs/"+configID && configID != "":
+		return nil
+	}
+	return invalid("name %q does not name task %q of the path (and config %q of the body)", p.Name, taskID, configID)
 }
 
 // queryParams reads the query parameters of GET operations.

@@ -110,7 +110,11 @@ func Parse(in wire.Inbound, opt Options) (task.Request, *task.Fault) {
 		req.ContextID = rt.id
 	}
 	if rt.body != noBody {
-		body, f := checkBody(in, lim, rt.template)
+		guard := createCase
+		if rt.body == resumeBody {
+			guard = resumeCase
+		}
+		body, f := checkBody(in, lim, rt.template, guard)
 		if f != nil {
 			return req, f
 		}
@@ -132,9 +136,15 @@ func Parse(in wire.Inbound, opt Options) (task.Request, *task.Fault) {
 	return req, nil
 }
 
-// checkBody applies the content type and bounded JSON checks and returns the body
-// as an object.
-func checkBody(in wire.Inbound, lim wire.Limits, template string) (obj, *task.Fault) {
+// The field-case guards of the two request bodies (see shapes.go).
+var (
+	createCase = wire.FieldCaseOf(wireRunCreate{})
+	resumeCase = wire.FieldCaseOf(wireRunResume{})
+)
+
+// checkBody applies the content type, bounded JSON and field-case checks and
+// returns the body as an object.
+func checkBody(in wire.Inbound, lim wire.Limits, template string, guard *wire.FieldCase) (obj, *task.Fault) {
 	body := bytes.TrimSpace(in.Body)
 	if len(body) == 0 || string(body) == "null" {
 		return nil, invalid("%s needs a JSON body", template)
@@ -150,6 +160,9 @@ func checkBody(in wire.Inbound, lim wire.Limits, template string) (obj, *task.Fa
 	}
 	if body[0] != '{' {
 		return nil, task.NewFault(task.KindNotARequest, "the request body must be a JSON object")
+	}
+	if err := guard.Check(body); err != nil {
+		return nil, invalid("body: %s", err.Error())
 	}
 	var o obj
 	if err := json.Unmarshal(body, &o); err != nil {

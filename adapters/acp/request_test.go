@@ -49,6 +49,13 @@ func TestParseFixtures(t *testing.T) {
 		"bad_mode":               task.KindInvalidParams,
 		"bad_role":               task.KindInvalidParams,
 		"unknown_classification": task.KindInvalidParams,
+		// Keys a case-insensitive (encoding/json) agent would read as a field
+		// writ reads under its exact name, and a duplicate (the SDK keeps the last).
+		"field_case_agent_name":       task.KindInvalidParams,
+		"field_fold_session_id":       task.KindInvalidParams,
+		"field_case_part_content_url": task.KindInvalidParams,
+		"field_fold_resume_run_id":    task.KindInvalidParams,
+		"duplicate_agent_name":        task.KindInvalidParams,
 	}
 	for _, name := range fixtureNames(t, ".request.http") {
 		t.Run(name, func(t *testing.T) {

@@ -46,7 +46,11 @@ func FaultOf(err error) *task.Fault {
 		return task.NewFault(task.KindTooLarge, err.Error())
 	case errors.Is(err, ErrTooDeep):
 		return task.NewFault(task.KindTooDeep, err.Error())
+	case errors.Is(err, ErrAmbiguousEnvelope):
+		// The request object itself is ambiguous: not a valid request (-32600).
+		return task.NewFault(task.KindNotARequest, err.Error())
 	case errors.Is(err, ErrDuplicateKey):
+		// Below the request object (params, a REST or ACP body): invalid params.
 		return task.NewFault(task.KindInvalidParams, err.Error())
 	case errors.Is(err, ErrMalformed):
 		return task.NewFault(task.KindMalformed, err.Error())

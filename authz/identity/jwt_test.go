@@ -186,3 +186,63 @@ func TestBearerHeader(t *testing.T) {
 		})
 	}
 }
+
+// signRaw signs payload bytes as they are (json.Marshal of a map cannot repeat
+// a key): a real RS256/ES256 JWS whose signature verifies.
+func (k testKey) signRaw(t *testing.T, payload string) string {
+	t.Helper()
+	s, err := jose.NewSigner(jose.SigningKey{Algorithm: k.alg, Key: jose.JSONWebKey{Key: k.priv, KeyID: k.jwk.KeyID}},
+		(&jose.SignerOptions{}).WithType("JWT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	jws, err := s.Sign([]byte(payload))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := jws.CompactSerialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// TestJWTDuplicateClaims: a validly signed token whose payload names a claim
+// twice (encoding/json keeps the last, other readers the first) is refused as
+// invalid, like a request body with a duplicate key; at any depth, escaped or
+// not. The same payload without the repetition verifies.
+func TestJWTDuplicateClaims(t *testing.T) {
+	clock := newClock()
+	rsaKey, ecKey := newKey(t, jose.RS256, "rsa-1"), newKey(t, jose.ES256, "ec-1")
+	srv := newJWKSServer(t, rsaKey, ecKey)
+	r := newTestResolver(t, Config{JWT: []IssuerConfig{issuerFor(srv)}}, clock)
+	now := clock.Now()
+	head := `{"iss":"` + testIssuer + `","aud":"` + testAudience + `","iat":` + strconv.FormatInt(now.Unix(), 10) +
+		`,"exp":` + strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `,"scope":"delegate"`
+
+	good := head + `,"sub":"u-42","tenant":"retail","act":{"sub":"payments-investigator","act":{"sub":"orchestrator"}}}`
+	for _, k := range []testKey{rsaKey, ecKey} {
+		c, err := r.Identify(context.Background(), bearerCreds(k.signRaw(t, good)))
+		if err != nil || c.Tenant != "retail" || c.AgentID != "payments-investigator" {
+			t.Fatalf("%s control token: %+v, %v", k.alg, c, err)
+		}
+	}
+	for name, payload := range map[string]string{
+		"tenant twice":         head + `,"sub":"u-42","tenant":"retail","tenant":"wholesale"}`,
+		"sub twice":            head + `,"sub":"u-42","sub":"admin"}`,
+		"iss twice":            head + `,"sub":"u-42","iss":"` + testIssuer + `"}`,
+		"escaped repeat":       head + `,"sub":"u-42","tenant":"retail","\u0074enant":"wholesale"}`,
+		"inside act":           head + `,"sub":"u-42","act":{"sub":"payments-investigator","sub":"orchestrator"}}`,
+		"deeper in act":        head + `,"sub":"u-42","act":{"sub":"a","act":{"sub":"b","act":{"sub":"c","sub":"d"}}}}`,
+		"inside a list object": head + `,"sub":"u-42","roles":[{"r":"x","r":"y"}]}`,
+	} {
+		for _, k := range []testKey{rsaKey, ecKey} {
+			c, err := r.Identify(context.Background(), bearerCreds(k.signRaw(t, payload)))
+			if !errors.Is(err, ErrTokenInvalid) {
+				t.Errorf("%s (%s): err = %v (caller %+v), want ErrTokenInvalid", name, k.alg, err, c)
+			} else if c.Authenticated {
+				t.Errorf("%s (%s): caller %+v", name, k.alg, c)
+			}
+		}
+	}
+}

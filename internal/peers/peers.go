@@ -190,11 +190,72 @@ func (w *readyWriter) Write(p []byte) (int, error) {
 // the test process dies (its stdin closes).
 func StartJSAgent(t testing.TB, agent string, cardURL string, extra ...string) (baseURL string) {
 	t.Helper()
-	dir := EnsureNode(t)
 	args := append([]string{"agent.mjs", "--agent", agent, "--port", "0"}, extra...)
 	if cardURL != "" {
 		args = append(args, "--card-url", cardURL)
 	}
+	return startScript(t, "agent.mjs --agent "+agent, args)
+}
+
+// StartJSDifferential starts `node differential.mjs` (see that file): the
+// @a2a-js/sdk server's JSON-RPC and REST handlers, A2A 1.0 and 0.3
+// (legacyCompat), over a request handler that executes nothing and records
+// what each request asked it to do. It returns the base URL; a cleanup stops
+// it. Read the records with JSDifferentialRecords.
+func StartJSDifferential(t testing.TB) (baseURL string) {
+	t.Helper()
+	return startScript(t, "differential.mjs", []string{"differential.mjs", "--port", "0"})
+}
+
+// DiffRecord is what the JS SDK's server was asked to do by one request: the
+// operation (writ's names: send, stream, get, cancel, ...) and the ids and
+// push URL it acted on.
+type DiffRecord struct {
+	Op        string `json:"op"`
+	TaskID    string `json:"taskId"`
+	ContextID string `json:"contextId"`
+	PushURL   string `json:"pushUrl"`
+	ConfigID  string `json:"configId"`
+}
+
+// JSDifferentialRecords returns, per X-Diff-Case header value, every call the
+// differential server's handler received, and forgets them. A case that the
+// SDK refused before reaching its handler has no entry.
+func JSDifferentialRecords(t testing.TB, baseURL string) map[string][]DiffRecord {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	get, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/_diff/records", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(get)
+	if err != nil {
+		t.Fatalf("differential records: %v", err)
+	}
+	defer resp.Body.Close()
+	var out map[string][]DiffRecord
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatalf("differential records: %v", err)
+	}
+	del, err := http.NewRequestWithContext(ctx, http.MethodDelete, baseURL+"/_diff/records", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := http.DefaultClient.Do(del); err != nil {
+		t.Fatalf("differential records: %v", err)
+	} else {
+		resp.Body.Close()
+	}
+	return out
+}
+
+// startScript runs `node <args>` in testdata/peers/js, waits for its
+// `READY <port>` line and returns http://127.0.0.1:port. A cleanup stops it;
+// it also exits on its own if the test process dies (its stdin closes).
+func startScript(t testing.TB, label string, args []string) (baseURL string) {
+	t.Helper()
+	dir := EnsureNode(t)
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -208,7 +269,7 @@ func StartJSAgent(t testing.TB, agent string, cardURL string, extra ...string) (
 	if err := cmd.Start(); err != nil {
 		_ = stdinR.Close()
 		_ = stdinW.Close()
-		t.Fatalf("start agent.mjs: %v", err)
+		t.Fatalf("start %s: %v", label, err)
 	}
 	_ = stdinR.Close()
 	exited := make(chan error, 1)
@@ -234,21 +295,21 @@ func StartJSAgent(t testing.TB, agent string, cardURL string, extra ...string) (
 	case line = <-out.ready:
 	case err := <-exited:
 		_ = stdinW.Close()
-		t.Fatalf("agent.mjs --agent %s exited before READY: %v\n%s", agent, err, stderr.String())
+		t.Fatalf("%s exited before READY: %v\n%s", label, err, stderr.String())
 	case <-timer.C:
 		stop()
-		t.Fatalf("agent.mjs --agent %s: no READY line within %s\n%s", agent, readyTimeout, stderr.String())
+		t.Fatalf("%s: no READY line within %s\n%s", label, readyTimeout, stderr.String())
 	}
 	port, ok := strings.CutPrefix(line, "READY ")
 	if !ok || port == "" {
 		stop()
-		t.Fatalf("agent.mjs --agent %s printed %q, want READY <port>\n%s", agent, line, stderr.String())
+		t.Fatalf("%s printed %q, want READY <port>\n%s", label, line, stderr.String())
 	}
 	t.Cleanup(func() {
 		stop()
 		if t.Failed() {
 			if s := stderr.String(); s != "" {
-				t.Logf("agent.mjs --agent %s stderr:\n%s", agent, s)
+				t.Logf("%s stderr:\n%s", label, s)
 			}
 		}
 	})

@@ -200,3 +200,49 @@ func TestJSClientNon200(t *testing.T) {
 		})
 	}
 }
+
+// TestJSDifferential: the witness records what the SDK's own parsing made of a
+// request (1.0 and 0.3, JSON-RPC and REST), and a request the SDK refuses
+// before dispatch leaves no record.
+func TestJSDifferential(t *testing.T) {
+	base := StartJSDifferential(t)
+	post := func(id, path, version, body string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Diff-Case", id)
+		if version != "" {
+			req.Header.Set("A2A-Version", version)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	post("v10", "/", "1.0", `{"jsonrpc":"2.0","id":1,"method":"CancelTask","params":{"id":"t-1"}}`)
+	post("v03", "/", "", `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"x"}],"taskId":"t-2","contextId":"c-2"},"configuration":{"pushNotificationConfig":{"url":"https://h/cb"}}}}`)
+	post("rest", "/tasks/t-3/pushNotificationConfigs", "1.0", `{"id":"cfg","url":"https://h/cb"}`)
+	post("refused", "/", "1.0", `{"jsonrpc":"1.0","id":1,"method":"GetTask","params":{"id":"t-4"}}`)
+	got := JSDifferentialRecords(t, base)
+	want := map[string]DiffRecord{
+		"v10":  {Op: "cancel", TaskID: "t-1"},
+		"v03":  {Op: "send", TaskID: "t-2", ContextID: "c-2", PushURL: "https://h/cb"},
+		"rest": {Op: "push_config.set", TaskID: "t-3", PushURL: "https://h/cb", ConfigID: "cfg"},
+	}
+	if len(got) != len(want) {
+		t.Errorf("records for %d cases, want %d: %v", len(got), len(want), got)
+	}
+	for id, w := range want {
+		if len(got[id]) != 1 || got[id][0] != w {
+			t.Errorf("%s: %v, want %v", id, got[id], w)
+		}
+	}
+	if again := JSDifferentialRecords(t, base); len(again) != 0 {
+		t.Errorf("records not forgotten: %v", again)
+	}
+}

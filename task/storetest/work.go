@@ -37,7 +37,7 @@ func (s WorkSuite) Run(t *testing.T) {
 // queue returns a fresh queue, its lease length and a way to let time pass.
 func (s WorkSuite) queue(t *testing.T, l task.WorkLimits) (task.WorkQueue, time.Duration, func(time.Duration)) {
 	if s.RealClock {
-		return s.New(t, l), 300 * time.Millisecond, time.Sleep
+		return s.New(t, l), time.Second, time.Sleep
 	}
 	c := NewClock()
 	l.Now = c.Now

@@ -196,6 +196,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close closes the connections.
 func (s *Store) Close() error { return s.rdb.Close() }
 
+// KeyPrefix is the prefix of the store's keys.
+func (s *Store) KeyPrefix() string { return s.prefix }
+
 // Limits returns the limits in force, defaults filled in.
 func (s *Store) Limits() task.MemoryLimits { return s.limits }
 

@@ -84,6 +84,9 @@ type Options struct {
 	// Work bounds the work queue (its Now is ignored: leases use the
 	// server's clock).
 	Work task.WorkLimits
+	// Dialer, when set, opens the connections (e.g. through a proxy, or to
+	// count round trips in a benchmark); TLS, when enabled, runs over it.
+	Dialer func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 var (
@@ -134,11 +137,13 @@ func (o Options) redisOptions() (*redis.Options, error) {
 	ro := &redis.Options{
 		Addr: o.Addr, Username: o.Username, Password: o.Password, DB: o.DB,
 		DialTimeout: o.DialTimeout, ReadTimeout: o.ReadTimeout, WriteTimeout: o.WriteTimeout,
-		PoolSize: o.PoolSize,
+		PoolSize: o.PoolSize, Dialer: o.Dialer,
 		// Fail fast: a script whose reply was lost may have run, so it is
 		// never sent twice; the caller answers 503 and the next call
 		// reconnects.
 		MaxRetries:               -1,
+		DialerRetries:            1,
+		DialerRetryTimeout:       time.Millisecond,
 		Protocol:                 2,
 		DisableIdentity:          true,
 		MaintNotificationsConfig: &maintnotifications.Config{Mode: maintnotifications.ModeDisabled},
@@ -183,6 +188,20 @@ func (o Options) redisOptions() (*redis.Options, error) {
 			cfg.Certificates = []tls.Certificate{cert}
 		}
 		ro.TLSConfig = cfg
+		if dial := o.Dialer; dial != nil { // go-redis applies TLS only on its own dialer
+			ro.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				c, err := dial(ctx, network, addr)
+				if err != nil {
+					return nil, err
+				}
+				tc := tls.Client(c, cfg)
+				if err := tc.HandshakeContext(ctx); err != nil {
+					c.Close()
+					return nil, err
+				}
+				return tc, nil
+			}
+		}
 	}
 	return ro, nil
 }

@@ -16,7 +16,8 @@ build:
 deps:
 	$(GO) mod download
 
-# Node.js and Chromium for the SDK-peer and report tests (Debian packages).
+# Node.js, Chromium and redis-server for the SDK-peer, report and Redis store
+# tests (Debian packages), installed only when missing.
 test-deps:
 	bash .ci/deps
 

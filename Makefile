@@ -2,13 +2,16 @@
 GO        ?= go
 FUZZTIME  ?= 60s
 BIN       := bin/writ
-GOBIN     := $(shell $(GO) env GOPATH)/bin
-# The stock OPA CLI, to prove the shipped Rego passes `opa fmt`, `opa check
-# --strict` and `opa test` outside writ too.
+# Tools the targets build, pinned, in the project's own directory (never over a
+# user's ~/go/bin): the stock OPA CLI, to prove the shipped Rego passes `opa
+# fmt`, `opa check --strict` and `opa test` outside writ too, and golangci-lint.
+TOOLS     := $(CURDIR)/.tools
 OPA_VERSION := v1.22.3
-OPA       := $(GOBIN)/opa
+OPA       := $(TOOLS)/opa
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build test test-deps run bench bench-envoy lint fmt capture fuzz deps opa policy-lint
+.PHONY: build test test-deps run bench bench-envoy lint check fmt capture fuzz deps opa golangci policy-lint
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -22,7 +25,7 @@ test-deps:
 	bash .ci/deps
 
 # The whole suite: formatting and vet first, then every test with the race detector.
-test: deps test-deps lint
+test: deps test-deps check
 	$(GO) test -race -count=1 ./...
 
 # The main job on an embedded default: writ in front of the seed's agents, driven
@@ -38,16 +41,27 @@ bench: deps
 bench-envoy: deps
 	bash bench/extauthz.sh
 
-lint: policy-lint
+# The static checks: formatting, vet, the Rego checks and golangci-lint
+# (.golangci.yml).
+lint: check golangci
+	"$(GOLANGCI)" run ./...
+
+# The quick checks: formatting, vet, the Rego checks.
+check: policy-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-# Install the OPA CLI once (it is built from source by the Go toolchain).
+# Build a pinned tool into .tools/ once (from source, by the Go toolchain).
 opa:
 	@if ! "$(OPA)" version 2>/dev/null | grep -q "$(OPA_VERSION:v%=%)"; then \
-	  echo "installing opa $(OPA_VERSION) (one-time build, a few minutes)"; \
-	  (cd /tmp && GOFLAGS=-mod=mod $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)); fi
+	  echo "installing opa $(OPA_VERSION) into .tools/ (one-time build, a few minutes)"; \
+	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)); fi
+
+golangci:
+	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "$(GOLANGCI_VERSION:v%=%)"; then \
+	  echo "installing golangci-lint $(GOLANGCI_VERSION) into .tools/ (one-time build, a few minutes)"; \
+	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_VERSION)); fi
 
 policy-lint: opa
 	@out=$$("$(OPA)" fmt -l policies); if [ -n "$$out" ]; then echo "opa fmt would change:"; echo "$$out"; exit 1; fi

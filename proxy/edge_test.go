@@ -3,6 +3,7 @@ package proxy
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -276,7 +277,7 @@ func TestSlowLoris(t *testing.T) {
 	if err == nil && !strings.Contains(string(buf), "408") {
 		t.Fatalf("slow headers answered %q", buf)
 	}
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
 		t.Fatal("the server kept a slow-loris connection open")
 	}
 }

@@ -45,12 +45,14 @@ type Event struct {
 	LineNo int
 }
 
-// Caller, Denial and Push are the decision log's own types.
-type (
-	Caller = decisionlog.LineCaller
-	Denial = task.Denial
-	Push   = decisionlog.LinePush
-)
+// Caller is a decision line's caller, as the decision log writes it.
+type Caller = decisionlog.LineCaller
+
+// Denial is one denial of a decision line.
+type Denial = task.Denial
+
+// Push is a push line's delivery, as the decision log writes it.
+type Push = decisionlog.LinePush
 
 // Summary is what Read makes of a decision log.
 type Summary struct {
@@ -139,7 +141,7 @@ func Read(r io.Reader) (*Summary, error) {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(b, &head); err != nil {
-			return nil, fmt.Errorf("line %d: %v", line, jsonError(err))
+			return nil, fmt.Errorf("line %d: %w", line, jsonError(err))
 		}
 		if !knownTypes[head.Type] {
 			s.Unknown[head.Type]++
@@ -147,7 +149,7 @@ func Read(r io.Reader) (*Summary, error) {
 		}
 		var e Event
 		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("line %d: %v", line, jsonError(err))
+			return nil, fmt.Errorf("line %d: %w", line, jsonError(err))
 		}
 		if e.Time.IsZero() {
 			return nil, fmt.Errorf("line %d: %s event without a time", line, e.Type)

@@ -186,7 +186,7 @@ func bucketWidth(first, last time.Time) time.Duration {
 		}
 	}
 	w := bucketWidths[len(bucketWidths)-1]
-	return w * time.Duration(last.Sub(first)/(w*maxBuckets)+1)
+	return w * (last.Sub(first)/(w*maxBuckets) + 1)
 }
 
 type timeChart struct {
@@ -681,14 +681,6 @@ func buildLanes(evs []Event) *laneChart {
 		c.Axis = append(c.Axis, xLabel{X: x(t), Label: "+" + formatOffset(t.Sub(t0)), Anchor: anchor})
 	}
 	return c
-}
-
-func terminal(state string) bool {
-	switch state {
-	case "succeeded", "failed", "cancelled", "canceled", "rejected", "completed":
-		return true
-	}
-	return false
 }
 
 func stateClass(state string) string {

@@ -727,7 +727,7 @@ func randomStep(rng *rand.Rand, b base, body jobj) (jobj, string) {
 	}
 	path := paths[rng.IntN(len(paths))]
 	obj := objAt(body, path)
-	if obj == nil || len(obj) == 0 {
+	if len(obj) == 0 {
 		return body, "noop"
 	}
 	m := obj[rng.IntN(len(obj))]

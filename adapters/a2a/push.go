@@ -232,7 +232,7 @@ func FilterTaskList(req *task.Request, body []byte, keep func(id string) bool) (
 	}
 	var tasks []json.RawMessage
 	if raw, ok := list["tasks"]; !ok || json.Unmarshal(raw, &tasks) != nil {
-		return body, false, nil
+		return body, false, nil //nolint:nilerr // not a listing: passed on unchanged
 	}
 	kept := make([]json.RawMessage, 0, len(tasks))
 	for _, t := range tasks {

@@ -34,8 +34,8 @@ func (Edge) ParseResponse(req *task.Request, status int, body []byte) ([]task.Ev
 }
 
 // NewStreamReader implements adapters.Answers.
-func (Edge) NewStreamReader(req *task.Request, body io.Reader, max int) wire.EventReader {
-	return NewStreamReader(req, body, max)
+func (Edge) NewStreamReader(req *task.Request, body io.Reader, maxEventBytes int) wire.EventReader {
+	return NewStreamReader(req, body, maxEventBytes)
 }
 
 // RenderStreamFault implements adapters.Answers.

@@ -94,7 +94,7 @@ func errorOf(f *task.Fault) wireError {
 // RenderFault renders f as an ACP Error with the HTTP status of its kind. req may
 // be nil or partially filled, as Parse leaves it on failure; ACP has one error
 // shape, so it does not change the answer.
-func RenderFault(req *task.Request, f *task.Fault) Rendered {
+func RenderFault(_ *task.Request, f *task.Fault) Rendered {
 	if f == nil {
 		f = task.NewFault(task.KindInternal, "no fault to render")
 	}
@@ -104,7 +104,7 @@ func RenderFault(req *task.Request, f *task.Fault) Rendered {
 
 // RenderStreamFault renders f as one SSE ErrorEvent, for an error in the middle of
 // a stream (the HTTP status has already been sent).
-func RenderStreamFault(req *task.Request, f *task.Fault) []byte {
+func RenderStreamFault(_ *task.Request, f *task.Fault) []byte {
 	if f == nil {
 		f = task.NewFault(task.KindInternal, "no fault to render")
 	}

@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// ErrAmbiguousEnvelope: the top-level object of a request (a JSON-RPC request
-// object) names a key twice, or holds a key that differs from one of its
+// ErrAmbiguousEnvelope is the error of a request whose top-level object (a
+// JSON-RPC request object) names a key twice, or holds a key that differs from one of its
 // member names only in case. encoding/json servers (a2a-go) match keys to
 // their envelope struct case-insensitively, under Unicode simple folding, and
 // keep the last match; JSON.parse servers (the JS SDK) read the exact key and
@@ -42,12 +42,12 @@ func Envelope(data []byte, names ...string) (map[string]json.RawMessage, error) 
 	for dec.More() {
 		tok, err := dec.Token()
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		key, _ := tok.(string)
 		var raw json.RawMessage
 		if err := dec.Decode(&raw); err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
+			return nil, fmt.Errorf("%w: %w", ErrMalformed, err)
 		}
 		if seen[key] {
 			return nil, fmt.Errorf("%w: key %q appears twice", ErrAmbiguousEnvelope, key)

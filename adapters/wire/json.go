@@ -57,7 +57,7 @@ func CheckJSON(data []byte, maxDepth int) error {
 		if errors.As(err, &se) {
 			return fmt.Errorf("%w at byte %d: %s", ErrMalformed, se.Offset, se.Error())
 		}
-		return fmt.Errorf("%w: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %w", ErrMalformed, err)
 	}
 	return duplicateKeys(data)
 }

@@ -146,7 +146,7 @@ func issuerDefaults(ic IssuerConfig, key string) (IssuerConfig, error) {
 func validJWKSURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return fmt.Errorf("not a URL: %v", err)
+		return fmt.Errorf("not a URL: %w", err)
 	}
 	if u.Host == "" {
 		return errors.New("must be an absolute https URL")

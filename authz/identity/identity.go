@@ -180,7 +180,7 @@ func newResolver(cfg Config, now func() time.Time, opts ...Option) (*Resolver, e
 //
 // ctx is reserved: JWKS fetches deliberately run on the Resolver's own context (see
 // keySet.refetch), so a request's cancellation cannot abort a shared fetch.
-func (r *Resolver) Identify(ctx context.Context, c Credentials) (Caller, error) {
+func (r *Resolver) Identify(_ context.Context, c Credentials) (Caller, error) {
 	tok, ok, err := bearer(c.Header)
 	if err != nil {
 		return Anonymous(), err

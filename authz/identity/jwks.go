@@ -91,7 +91,7 @@ func (ks *keySet) find(kid, alg string) ([]jose.JSONWebKey, error) {
 			if err == nil {
 				err = errors.New("first fetch failed recently; not retried yet")
 			}
-			return nil, fmt.Errorf("%w: %s: %v", ErrKeysUnavailable, ks.url, err)
+			return nil, fmt.Errorf("%w: %s: %w", ErrKeysUnavailable, ks.url, err)
 		}
 	} else {
 		ks.maybeRefresh(snap)
@@ -192,7 +192,7 @@ func parseJWKS(data []byte) ([]jose.JSONWebKey, error) {
 		Keys []json.RawMessage `json:"keys"`
 	}
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("not a JWKS document: %v", err)
+		return nil, fmt.Errorf("not a JWKS document: %w", err)
 	}
 	var keys []jose.JSONWebKey
 	var skipped []string

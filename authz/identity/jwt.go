@@ -156,7 +156,7 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 	// with the issuer's public key: neither ever reaches a key.
 	jws, err := jose.ParseSignedCompact(tok, iss.algs)
 	if err != nil {
-		return Caller{}, fmt.Errorf("%w: %v", ErrTokenInvalid, err)
+		return Caller{}, fmt.Errorf("%w: %w", ErrTokenInvalid, err)
 	}
 	hdr := jws.Signatures[0].Header
 	keys, err := iss.keys.find(hdr.KeyID, hdr.Algorithm)
@@ -371,7 +371,7 @@ func (iss *jwtIssuer) classification(claims map[string]any) (string, error) {
 			continue
 		}
 		if _, err := task.ParseLevel(s); err != nil {
-			return "", fmt.Errorf("%w: %s: %v", ErrClaimType, name, err)
+			return "", fmt.Errorf("%w: %s: %w", ErrClaimType, name, err)
 		}
 		return s, nil
 	}

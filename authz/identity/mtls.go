@@ -67,7 +67,7 @@ func (m *mtlsSource) identify(cert *x509.Certificate) (Caller, error) {
 	}
 	td, err := spiffeTrustDomain(spiffe)
 	if err != nil {
-		return Caller{}, fmt.Errorf("%w: %v", ErrCertificate, err)
+		return Caller{}, fmt.Errorf("%w: %w", ErrCertificate, err)
 	}
 	if td != m.trustDomain {
 		return Caller{}, fmt.Errorf("%w: trust domain %q is not %q", ErrCertificate, trunc(td), m.trustDomain)

@@ -146,7 +146,7 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 	}
 	u, err := url.ParseRequestURI(path)
 	if err != nil {
-		return wire.Inbound{}, fmt.Errorf("-path %q: %v", path, err)
+		return wire.Inbound{}, fmt.Errorf("-path %q: %w", path, err)
 	}
 	h := http.Header{}
 	for _, line := range headers {

@@ -75,7 +75,7 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	if err := os.WriteFile(*out, page.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(*out, page.Bytes(), 0o644); err != nil { //nolint:gosec // a page to share, like any document: readable by others
 		fmt.Fprintf(stderr, "writ report: %v\n", err)
 		return 1
 	}

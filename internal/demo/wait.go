@@ -19,7 +19,7 @@ const eventDeadline = 10 * time.Second
 
 // delivery is one notification the demo's receiver got.
 type delivery struct {
-	token, auth, body string
+	token, body string
 }
 
 // receiver is the demo's push callback on loopback. Each notification it gets
@@ -40,7 +40,7 @@ func startReceiver() (*receiver, error) {
 	r := &receiver{url: "http://" + ln.Addr().String() + "/cb", host: host, got: make(chan delivery, 16)}
 	r.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		d := delivery{req.Header.Get("X-A2A-Notification-Token"), req.Header.Get("Authorization"), string(body)}
+		d := delivery{req.Header.Get("X-A2A-Notification-Token"), string(body)}
 		select {
 		case r.got <- d:
 		case <-req.Context().Done():

@@ -84,7 +84,7 @@ func startA2A(kind behaviour, cfg *config, desc string) (*Agent, error) {
 	}
 	a.Card = newCard(cfg.name, desc, cardURL, cfg.push)
 
-	store := newTaskStore(maxTasks)
+	store := newTaskStore(maxTasks, cfg.onState)
 	hopts := []a2asrv.RequestHandlerOption{
 		a2asrv.WithTaskStore(store),
 		a2asrv.WithLogger(cfg.logger),
@@ -299,17 +299,21 @@ func beneficiary(m *a2a.Message) string {
 // forgetting the oldest first. Tasks are deep-copied (gob, as the SDK's own
 // store does) on the way in and out.
 type taskStore struct {
-	mu    sync.Mutex
-	max   int
-	tasks map[a2a.TaskID][]byte
-	order []a2a.TaskID
+	mu     sync.Mutex
+	max    int
+	tasks  map[a2a.TaskID][]byte
+	states map[a2a.TaskID]a2a.TaskState
+	order  []a2a.TaskID
+	// onState, when set, hears every change of a stored task's state.
+	onState func(a2a.TaskID, a2a.TaskState)
 }
 
-func newTaskStore(max int) *taskStore {
-	return &taskStore{max: max, tasks: make(map[a2a.TaskID][]byte)}
+func newTaskStore(max int, onState func(a2a.TaskID, a2a.TaskState)) *taskStore {
+	return &taskStore{max: max, tasks: make(map[a2a.TaskID][]byte),
+		states: make(map[a2a.TaskID]a2a.TaskState), onState: onState}
 }
 
-// Save stores a copy of t.
+// Save stores a copy of t and tells onState when t's state changed.
 func (s *taskStore) Save(_ context.Context, t *a2a.Task) error {
 	if t == nil || t.ID == "" {
 		return fmt.Errorf("seedagents: task without an id: %w", a2a.ErrInvalidParams)
@@ -319,15 +323,21 @@ func (s *taskStore) Save(_ context.Context, t *a2a.Task) error {
 		return fmt.Errorf("seedagents: store task: %w", err)
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if _, ok := s.tasks[t.ID]; !ok {
 		s.order = append(s.order, t.ID)
 		for len(s.order) > s.max {
 			delete(s.tasks, s.order[0])
+			delete(s.states, s.order[0])
 			s.order = s.order[1:]
 		}
 	}
 	s.tasks[t.ID] = buf.Bytes()
+	prev, known := s.states[t.ID]
+	s.states[t.ID] = t.Status.State
+	s.mu.Unlock()
+	if s.onState != nil && (!known || prev != t.Status.State) {
+		s.onState(t.ID, t.Status.State)
+	}
 	return nil
 }
 

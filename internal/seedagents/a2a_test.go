@@ -401,6 +401,50 @@ func TestSlowCancel(t *testing.T) {
 	}
 }
 
+// TestStateHook: the hook hears each state a task enters once, in order, so a
+// caller can wait for the slow agent's task to be working without polling.
+func TestStateHook(t *testing.T) {
+	ctx := testCtx(t)
+	type change struct {
+		id    a2a.TaskID
+		state a2a.TaskState
+	}
+	changes := make(chan change, 16)
+	a := startAgent(t, StartSlow, WithStateHook(func(id a2a.TaskID, st a2a.TaskState) { changes <- change{id, st} }))
+	c := newClient(t, ctx, a, "")
+	task := asTask(t)(c.SendMessage(ctx, &a2a.MessageSendParams{Message: screenMsg(""),
+		Config: &a2a.MessageSendConfig{Blocking: new(false)}}))
+	next := func() change {
+		t.Helper()
+		select {
+		case ch := <-changes:
+			if ch.id != task.ID {
+				t.Fatalf("change of task %s, want %s", ch.id, task.ID)
+			}
+			return ch
+		case <-ctx.Done():
+			t.Fatal("no state change")
+		}
+		return change{}
+	}
+	for _, want := range []a2a.TaskState{a2a.TaskStateSubmitted, a2a.TaskStateWorking} {
+		if got := next(); got.state != want {
+			t.Fatalf("state %s, want %s", got.state, want)
+		}
+	}
+	if _, err := c.CancelTask(ctx, &a2a.TaskIDParams{ID: task.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got.state != a2a.TaskStateCanceled {
+		t.Fatalf("state %s after cancel, want canceled", got.state)
+	}
+	select {
+	case ch := <-changes:
+		t.Fatalf("a repeated state was reported: %+v", ch)
+	default:
+	}
+}
+
 func TestCancelParkedAndCompleted(t *testing.T) {
 	ctx := testCtx(t)
 	clar := startAgent(t, StartClarifier)
@@ -487,7 +531,7 @@ func TestCloseEndsStreams(t *testing.T) {
 }
 
 func TestBounds(t *testing.T) {
-	s := newTaskStore(2)
+	s := newTaskStore(2, nil)
 	for _, id := range []a2a.TaskID{"a", "b", "a", "c"} {
 		if err := s.Save(t.Context(), &a2a.Task{ID: id, ContextID: "x"}); err != nil {
 			t.Fatal(err)

@@ -81,6 +81,7 @@ type config struct {
 	push    bool
 	delay   time.Duration
 	logger  *slog.Logger
+	onState func(a2a.TaskID, a2a.TaskState)
 }
 
 // WithName overrides the agent's name.
@@ -97,6 +98,14 @@ func WithPushNotifications(on bool) Option { return func(c *config) { c.push = o
 // WithDelay sets how long the slow agent works before completing on its own
 // (default 30s), and how long an ACP run works (default 10ms).
 func WithDelay(d time.Duration) Option { return func(c *config) { c.delay = d } }
+
+// WithStateHook calls f each time an A2A agent stores a task in a state the
+// task was not in before (the SDK saves the task after every event), so a
+// caller can wait for a state instead of polling tasks/get. f runs on the
+// agent's event-processing goroutine and must not block.
+func WithStateHook(f func(id a2a.TaskID, state a2a.TaskState)) Option {
+	return func(c *config) { c.onState = f }
+}
 
 // WithLogger sets the logger of the agent's SDK handler (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }

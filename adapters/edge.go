@@ -59,6 +59,13 @@ type Cards interface {
 	ParseCard(body []byte) (card *task.AgentCard, version string, err error)
 }
 
+// ExtendedCards is a protocol whose agents serve a richer card to
+// authenticated callers, which writ rewrites in the agent's answer as it
+// rewrites the public card.
+type ExtendedCards interface {
+	RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard) ([]byte, error)
+}
+
 // Push is a protocol with push notifications, which writ keeps and delivers
 // itself.
 type Push interface {
@@ -106,6 +113,7 @@ var (
 		Edge
 		Answers
 		Cards
+		ExtendedCards
 		Push
 		Poller
 		Subscriber

@@ -138,6 +138,17 @@ type Limits struct {
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
 	// MaxEventBytes bounds one upstream SSE event (default 4 MiB).
 	MaxEventBytes int `yaml:"max_event_bytes"`
+	// CardCacheTTL is how long an agent's card is served from cache (default 1m).
+	CardCacheTTL time.Duration `yaml:"card_cache_ttl"`
+	// CardFetchTimeout bounds one fetch of an agent's card (default 10s).
+	CardFetchTimeout time.Duration `yaml:"card_fetch_timeout"`
+	// CardFailureTTL is how long a failed card fetch is remembered before the
+	// agent is asked again (default 5s).
+	CardFailureTTL time.Duration `yaml:"card_failure_ttl"`
+	// DirectoryCardWait is how long the directory waits for one agent's card
+	// before it lists the agent from its cached card or writ's config (default
+	// 500ms).
+	DirectoryCardWait time.Duration `yaml:"directory_card_wait"`
 	// AllowChunkedRequests accepts request bodies without Content-Length
 	// (Transfer-Encoding: chunked). Off by default: writ reads whole bodies anyway,
 	// and ambiguous framing is how request smuggling works.
@@ -343,6 +354,10 @@ func (c *Config) applyDefaults() {
 	def(&l.ReadTimeout, 30*time.Second)
 	def(&l.UpstreamTimeout, 60*time.Second)
 	def(&l.StreamIdleTimeout, 5*time.Minute)
+	def(&l.CardCacheTTL, time.Minute)
+	def(&l.CardFetchTimeout, 10*time.Second)
+	def(&l.CardFailureTTL, 5*time.Second)
+	def(&l.DirectoryCardWait, 500*time.Millisecond)
 	lc := &c.Lifecycle
 	if lc.MaxTasks == 0 {
 		lc.MaxTasks = 100000
@@ -392,7 +407,9 @@ func (c *Config) Validate() error {
 	}
 	for key, d := range map[string]time.Duration{"limits.read_header_timeout": l.ReadHeaderTimeout,
 		"limits.read_timeout": l.ReadTimeout, "limits.upstream_timeout": l.UpstreamTimeout,
-		"limits.stream_idle_timeout": l.StreamIdleTimeout, "lifecycle.ttl": c.Lifecycle.TTL} {
+		"limits.stream_idle_timeout": l.StreamIdleTimeout, "lifecycle.ttl": c.Lifecycle.TTL,
+		"limits.card_cache_ttl": l.CardCacheTTL, "limits.card_fetch_timeout": l.CardFetchTimeout,
+		"limits.card_failure_ttl": l.CardFailureTTL, "limits.directory_card_wait": l.DirectoryCardWait} {
 		if d < 0 {
 			bad(key, "must be positive")
 		}

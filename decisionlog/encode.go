@@ -48,6 +48,7 @@ type Line struct {
 	LatencyMS      float64       `json:"latency_ms,omitempty"`
 	EvalMS         float64       `json:"eval_ms,omitempty"`
 	Error          string        `json:"error,omitempty"`
+	Refused        string        `json:"refused,omitempty"`
 	From           string        `json:"from,omitempty"`
 	To             string        `json:"to,omitempty"`
 	Artifact       string        `json:"artifact,omitempty"`
@@ -228,6 +229,7 @@ func appendDecision(b []byte, d *events.Decision) []byte {
 	e.millis("latency_ms", d.Latency)
 	e.millis("eval_ms", d.Eval)
 	e.str("error", d.Error)
+	e.str("refused", d.Refused)
 	e.end()
 	return append(e.b, '\n')
 }

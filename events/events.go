@@ -57,6 +57,11 @@ type Decision struct {
 	Latency time.Duration
 	// Error is set when the policy failed (the decision then denies, fail closed).
 	Error string
+	// Refused says what the caller got when the request did not go on: a fault
+	// kind ("task_not_found", "denied", ...), "not_found" for a hidden agent,
+	// "not_listed" for a directory entry. It may differ from Allow: a task the
+	// caller may not see is refused whatever the policy said.
+	Refused string
 }
 
 // Upstream failures, as Request.UpstreamFailure.

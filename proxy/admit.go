@@ -148,11 +148,45 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 			return c.directory(ctx, inc, renderer, start) // the directory decides per agent
 		}
 	}
-	x.caller = c.identify(ctx, inc)
-	if f := c.lookupTask(ctx, x); f != nil {
+	if f := namedAgent(x); f != nil {
 		return c.refuse(x, f)
 	}
-	c.decide(ctx, x, start)
+	x.caller = c.identify(ctx, inc)
+	missing, f := c.lookup(ctx, x)
+	if f != nil {
+		return c.refuse(x, f)
+	}
+	// A task or context the caller may not see is decided like any other, so
+	// that it costs what a decision costs, and then answered like a missing one.
+	ev := c.decide(ctx, x, start)
+	out := c.conclude(ctx, x, missing)
+	if out.Kind == Refuse || out.Kind == NotFound {
+		ev.Refused = "not_found"
+		if out.Fault != nil {
+			ev.Refused = string(out.Fault.Kind)
+		}
+	}
+	c.events.Decided(ev)
+	if missing != "" || (out.Fault != nil && out.Fault.Kind == task.KindTaskNotFound) {
+		if missing == "" {
+			missing = "foreign_task"
+		}
+		// Answered like a missing task; the audit trail keeps why.
+		c.log.Info("task not found", "agent", rt.agent.Name, "task_id", x.req.TaskID, "context_id", x.req.ContextID,
+			"why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
+	}
+	return out
+}
+
+// conclude is the outcome of an admitted request once the policy decided.
+func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcome {
+	req, rt := &x.req, x.rt
+	if missing != "" {
+		if missing == missingContext {
+			return c.refuse(x, task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)))
+		}
+		return c.refuse(x, notFound(req.TaskID))
+	}
 	if !x.dec.Allow {
 		c.stats.Denied.Add(1)
 		if req.Operation == task.OpCard {
@@ -175,6 +209,16 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		return c.servePush(ctx, x)
 	}
 	return c.forward(x)
+}
+
+// namedAgent refuses a request that names an agent other than the route's (an
+// ACP agent_name, GET /agents/{name}): the route's agent is the one the policy
+// decides about, so it is the only one a request through it may reach.
+func namedAgent(x *exchange) *task.Fault {
+	if a := x.req.Agent; a != "" && a != x.rt.agent.Name {
+		return task.NewFault(task.KindTaskNotFound, fmt.Sprintf("agent %s not found", a))
+	}
+	return nil
 }
 
 // framing refuses a request whose body writ could not read whole: a chunked
@@ -213,8 +257,9 @@ func (c *Core) identify(ctx context.Context, inc Incoming) identity.Caller {
 	return caller
 }
 
-// decide asks the policy about x and emits the decision event.
-func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) {
+// decide asks the policy about x and returns the decision event, for the
+// caller to emit once it knows the outcome.
+func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) events.Decision {
 	var rec *task.Task
 	if x.record != nil {
 		rec = &x.record.Task
@@ -231,8 +276,8 @@ func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) {
 		c.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
 		ev.Error = err.Error()
 	}
-	c.events.Decided(ev)
 	x.dec = d
+	return ev
 }
 
 // eventCaller is the caller as events carry it.
@@ -251,6 +296,7 @@ func (c *Core) refuse(x *exchange, f *task.Fault) Outcome {
 		out.DecisionID = ""
 	}
 	out.Answer.Header = withHeader(out.Answer.Header, "Cache-Control", "no-store")
+	challenge(&out)
 	return out
 }
 
@@ -273,23 +319,6 @@ func notFound(id string) *task.Fault {
 func (c *Core) storeDown(what string, err error) *task.Fault {
 	c.log.Error("lifecycle store unavailable; the request is refused (fail closed)", "during", what, "error", err)
 	return task.NewFault(task.KindUnavailable, "the task lifecycle store is unavailable; retry later")
-}
-
-// denialFault maps a denial to what the caller sees: a task owned by someone else
-// is not found; an unauthenticated caller gets 401; anything else 403 with every
-// denial listed.
-func (c *Core) denialFault(x *exchange) *task.Fault {
-	for _, d := range x.dec.Denials {
-		if d.Code == "NOT_TASK_OWNER" {
-			return notFound(x.req.TaskID)
-		}
-	}
-	kind := task.KindDenied
-	if !x.caller.Authenticated {
-		kind = task.KindUnauthenticated
-	}
-	return &task.Fault{Kind: kind, Message: fmt.Sprintf("%s to %s denied by policy (decision %s)",
-		x.req.Operation, x.rt.agent.Name, x.dec.ID), Denials: x.dec.Denials}
 }
 
 func isPushOp(op task.Operation) bool {

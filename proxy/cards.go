@@ -11,21 +11,28 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/writ-authz/writ/task"
 )
 
-// cardTTL is how long an upstream card is served from cache.
-const cardTTL = time.Minute
-
-// cardCache fetches and caches an upstream agent's card.
+// cardCache fetches and caches an upstream agent's card. One fetch per agent
+// runs at a time (the callers who want the card meanwhile wait for that one),
+// a failure is remembered for a while (so a hung agent is asked again only
+// after it), and a caller may stop waiting when its own deadline comes (the
+// fetch goes on for the next).
 type cardCache struct {
-	c  *Core
-	rt *route
-	mu sync.Mutex
+	c     *Core
+	rt    *route
+	group singleflight.Group
+	mu    sync.Mutex
 	// card is the parsed upstream card; version its protocol version.
 	card    *task.AgentCard
 	version string
 	fetched time.Time
+	// failed is when the last fetch failed, and why.
+	failed  time.Time
+	failErr error
 }
 
 func newCardCache(c *Core, rt *route) *cardCache { return &cardCache{c: c, rt: rt} }
@@ -33,30 +40,78 @@ func newCardCache(c *Core, rt *route) *cardCache { return &cardCache{c: c, rt: r
 // errNoCards: the route's protocol publishes no card writ serves.
 var errNoCards = errors.New("the agent's protocol publishes no card writ serves")
 
-// get returns the upstream card, fetching it when the cached one is stale.
+type fetched struct {
+	card    *task.AgentCard
+	version string
+}
+
+// get returns the upstream card: the cached one while it is fresh, else the
+// result of one fetch shared with every caller asking meanwhile. While the
+// agent fails (and for limits.card_failure_ttl after a failure) a stale card
+// beats none. ctx bounds only this caller's wait.
 func (cc *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
+	l := cc.c.cfg.Limits
 	cc.mu.Lock()
-	defer cc.mu.Unlock()
-	if cc.card != nil && time.Since(cc.fetched) < cardTTL {
-		return cc.card, cc.version, nil
+	card, version := cc.card, cc.version
+	fresh := card != nil && time.Since(cc.fetched) < l.CardCacheTTL
+	failing := !cc.failed.IsZero() && time.Since(cc.failed) < l.CardFailureTTL
+	failErr := cc.failErr
+	cc.mu.Unlock()
+	switch {
+	case fresh:
+		return card, version, nil
+	case failing && card != nil:
+		return card, version, nil
+	case failing:
+		return nil, "", failErr
 	}
+	ch := cc.group.DoChan("card", func() (any, error) {
+		// Detached from the caller: one that stops waiting does not cancel the
+		// fetch the others wait for.
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.CardFetchTimeout)
+		defer cancel()
+		return cc.refresh(fctx)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			if card != nil { // a stale card beats none while the agent is unreachable
+				return card, version, nil
+			}
+			return nil, "", r.Err
+		}
+		f := r.Val.(fetched)
+		return f.card, f.version, nil
+	case <-ctx.Done():
+		if card != nil {
+			return card, version, nil
+		}
+		return nil, "", ctx.Err()
+	}
+}
+
+// refresh fetches the card from the first card path that serves it and
+// caches the result, success or failure.
+func (cc *cardCache) refresh(ctx context.Context) (fetched, error) {
 	cards, ok := cc.rt.edges.Cards()
 	if !ok {
-		return nil, "", errNoCards
+		return fetched{}, errNoCards
 	}
 	lastErr := errNoCards
 	for _, path := range cards.CardPaths() {
 		card, version, err := cc.fetch(ctx, path)
 		if err == nil {
-			cc.card, cc.version, cc.fetched = card, version, time.Now()
-			return cc.card, cc.version, nil
+			cc.mu.Lock()
+			cc.card, cc.version, cc.fetched, cc.failed, cc.failErr = card, version, time.Now(), time.Time{}, nil
+			cc.mu.Unlock()
+			return fetched{card, version}, nil
 		}
 		lastErr = err
 	}
-	if cc.card != nil { // a stale card beats none while the agent is unreachable
-		return cc.card, cc.version, nil
-	}
-	return nil, "", lastErr
+	cc.mu.Lock()
+	cc.failed, cc.failErr = time.Now(), lastErr
+	cc.mu.Unlock()
+	return fetched{}, lastErr
 }
 
 // fetch asks the agent for its card at path, fresh.
@@ -65,7 +120,7 @@ func (cc *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, s
 	if !ok {
 		return nil, "", errNoCards
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, cc.c.cfg.Limits.CardFetchTimeout)
 	defer cancel()
 	u := *cc.rt.upstream
 	u.Path = joinPath(cc.rt.upstream.Path, path)
@@ -96,6 +151,13 @@ func (c *Core) publicCard(ctx context.Context, rt *route) (*task.AgentCard, stri
 	if err != nil {
 		return nil, "", err
 	}
+	return c.publish(rt, up), version, nil
+}
+
+// publish rewrites an agent's card (public or extended) for callers: its
+// interface URLs moved to the public URL, its security schemes replaced by what
+// writ verifies, the config's skills in place of the card's when configured.
+func (c *Core) publish(rt *route, up *task.AgentCard) *task.AgentCard {
 	card := *up
 	base := rt.agent.PublicURL
 	if base == "" {
@@ -118,7 +180,7 @@ func (c *Core) publicCard(ctx context.Context, rt *route) (*task.AgentCard, stri
 	for _, sc := range c.schemes {
 		card.Security = append(card.Security, map[string][]string{sc.Name: {}})
 	}
-	return &card, version, nil
+	return &card
 }
 
 // rebase moves an interface URL onto the public base URL: a URL of the upstream

@@ -24,27 +24,59 @@ func continues(req *task.Request) bool {
 	return req.Operation.FollowUp()
 }
 
-// lookupTask loads the lifecycle record of the task the request continues. A
-// task writ never saw on this agent is not found (unless the configured
-// migration rule lets the policy decide). A store that cannot answer refuses
-// the request.
-func (c *Core) lookupTask(ctx context.Context, x *exchange) *task.Fault {
+// Why a request is answered like one for a missing task or context.
+const (
+	missingTask    = "unknown_task"
+	missingEvicted = "evicted_task"
+	missingContext = "foreign_context"
+)
+
+// lookup loads the lifecycle record of the task the request continues, and
+// checks the context (or ACP session) it names. It says why the request must
+// be answered like one for a missing task or context: a task writ never saw on
+// this agent (unless the migration rule lets the policy decide), a task
+// evicted while another caller owned it, a context another caller owns. A
+// store that cannot answer refuses the request.
+func (c *Core) lookup(ctx context.Context, x *exchange) (string, *task.Fault) {
+	if ctxID := x.req.ContextID; ctxID != "" {
+		owner, ok, err := c.store.Context(ctx, task.Ref{Agent: x.rt.agent.Name, ID: ctxID})
+		if err != nil {
+			return "", c.storeDown("looking up a context", err)
+		}
+		if ok && !task.SameOwner(owner, ownerOf(x)) {
+			return missingContext, nil
+		}
+	}
 	if !continues(&x.req) {
-		return nil
+		return "", nil
 	}
 	ref := task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID}
 	rec, ok, err := c.store.Get(ctx, ref)
 	if err != nil {
-		return c.storeDown("looking up a task", err)
+		return "", c.storeDown("looking up a task", err)
 	}
 	if ok {
 		x.record = &rec
-		return nil
+		return "", nil
 	}
 	if c.cfg.Lifecycle.UnknownTasks != "allow" {
-		return notFound(x.req.TaskID)
+		return missingTask, nil
 	}
-	return nil
+	// Under the migration rule the policy decides about a task writ never saw,
+	// and its answer claims it; never one writ evicted from another owner.
+	owner, evicted, err := c.store.Tombstone(ctx, ref)
+	if err != nil {
+		return "", c.storeDown("looking up an evicted task", err)
+	}
+	if evicted && !task.SameOwner(owner, ownerOf(x)) {
+		return missingEvicted, nil
+	}
+	return "", nil
+}
+
+// ownerOf is the caller as a task owner.
+func ownerOf(x *exchange) task.Owner {
+	return task.Owner{AgentID: x.caller.AgentID, Tenant: x.caller.Tenant, UserID: x.caller.UserID}
 }
 
 // lifecycleLaw is enforced in Go, never by policy: no message to a terminal task,
@@ -127,6 +159,16 @@ func (c *Core) created(ctx context.Context, p *Plan, ev task.Event) {
 		return
 	}
 	if !ok {
+		if x.req.Operation != task.OpList && ev.TaskID != x.req.TaskID {
+			// An answer about a task this request neither created nor named: an
+			// agent (or something in front of it) reporting another task's
+			// state. Nothing of it is recorded.
+			c.stats.Violations.Add(1)
+			c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskViolation, Route: x.rt.agent.Name,
+				TaskID: ev.TaskID, ContextID: ev.ContextID, To: ev.State})
+			c.log.Warn("protocol violation: an answer reported a task its request did not create or name; ignored",
+				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "request_task_id", x.req.TaskID, "operation", x.req.Operation)
+		}
 		return
 	}
 	c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskCreated, Route: x.rt.agent.Name,
@@ -187,6 +229,17 @@ func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record,
 	}
 	if err != nil {
 		return task.Record{}, false, err
+	}
+	if ctxID := rec.Task.ContextID; ctxID != "" {
+		// The context belongs to whoever created its first task.
+		owner, err := c.store.ClaimContext(ctx, task.Ref{Agent: ref.Agent, ID: ctxID}, rec.Task.Owner)
+		if err != nil {
+			return task.Record{}, false, err
+		}
+		if !task.SameOwner(owner, rec.Task.Owner) {
+			c.log.Warn("a new task joined a context another caller owns; the context keeps its owner",
+				"agent", ref.Agent, "task_id", ref.ID, "context_id", ctxID)
+		}
 	}
 	c.attachPush(ctx, p, ref)
 	return c.store.Get(ctx, ref)

@@ -128,8 +128,26 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		return nil, &out
 	}
 	c.maybeFollow(p, events)
-	if x.req.Operation == task.OpList && perr == nil {
+	switch {
+	case x.req.Operation == task.OpList && perr == nil:
 		body = c.ownTasksOnly(ctx, x, body)
+	case x.req.Operation == task.OpExtendedCard:
+		ext, ok := x.edge.(adapters.ExtendedCards)
+		if !ok {
+			break
+		}
+		// The extended card is rewritten like the public one: the agent's own
+		// address, schemes and unpublished skills never reach the caller.
+		rewritten, err := ext.RewriteCardAnswer(&x.req, status, body, func(card *task.AgentCard) *task.AgentCard {
+			return c.publish(x.rt, card)
+		})
+		if err != nil {
+			p.invalid++
+			c.log.Warn("the agent's extended card could not be read; refused", "agent", x.rt.agent.Name, "error", err)
+			out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's extended card is not valid"))
+			return nil, &out
+		}
+		body = rewritten
 	}
 	return body, nil
 }

@@ -117,11 +117,18 @@ func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.Ca
 	for _, rt := range c.routes {
 		x := &exchange{rt: rt, inc: inc, caller: caller,
 			req: task.Request{Operation: task.OpDiscover, Protocol: task.Protocol{Name: "writ", Method: inc.Method + " " + inc.Path}}}
-		c.decide(ctx, x, start)
+		ev := c.decide(ctx, x, start)
 		if !x.dec.Allow {
+			ev.Refused = "not_listed"
+			c.events.Decided(ev)
 			continue
 		}
-		card, version, err := c.publicCard(ctx, rt)
+		c.events.Decided(ev)
+		// A slow agent does not hold the directory up: after a short wait its
+		// entry is described from the cached card, or from writ's config.
+		wctx, cancel := context.WithTimeout(ctx, c.cfg.Limits.DirectoryCardWait)
+		card, version, err := c.publicCard(wctx, rt)
+		cancel()
 		if err != nil {
 			card, version = configCard(rt), ""
 		}

@@ -251,7 +251,7 @@ func (st *Stage) configFile() string { return filepath.Join(st.dir, "writ.yaml")
 func loopbackAddr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return "", fmt.Errorf("-listen %q: %v", addr, err)
+		return "", fmt.Errorf("-listen %q: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
 		return "", fmt.Errorf("-listen %q: the demo binds a loopback IP only (e.g. 127.0.0.1)", addr)

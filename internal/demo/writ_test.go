@@ -45,7 +45,7 @@ func buildWrit(t *testing.T) string {
 		}
 		out, err := exec.Command("go", append(args, "github.com/writ-authz/writ/cmd/writ")...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/writ: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build ./cmd/writ: %w\n%s", err, out)
 		}
 	})
 	if buildErr != nil {
@@ -80,7 +80,7 @@ func serveWrit(t *testing.T) StartFunc {
 			w.url, w.admin = "http://"+s.Listen, "http://"+s.Admin
 			return w, nil
 		case err := <-w.exited:
-			return nil, fmt.Errorf("writ serve exited: %v\n%s", err, w.logs.String())
+			return nil, fmt.Errorf("writ serve exited: %w\n%s", err, w.logs.String())
 		case <-ctx.Done():
 			w.kill()
 			return nil, ctx.Err()

@@ -57,6 +57,8 @@ func TestBadRequests(t *testing.T) {
 		{"rest_missing_body", task.KindInvalidParams, -32602, "", 400},
 		{"rest_wrong_method", task.KindUnknownOperation, -32601, "", 404},
 		{"rest_tenant_mismatch", task.KindInvalidParams, -32602, "", 400},
+		{"rest_tenant_dotdot", task.KindInvalidParams, -32602, "", 400},
+		{"tenant_not_plain", task.KindInvalidParams, -32602, "7", 200},
 		{"rest_task_mismatch", task.KindInvalidParams, -32602, "", 400},
 		// An ambiguous request object (a key twice, or a key that folds onto
 		// jsonrpc/method/params/id): a2a-go and the JS SDK would run different

@@ -237,6 +237,11 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 
 // fill validates the params of req.Operation and copies them into req.
 func fill(req *task.Request, p *wireParams, d dialect, in wire.Inbound) *task.Fault {
+	if p.Tenant != "" {
+		if f := plainName("tenant", p.Tenant); f != nil {
+			return f
+		}
+	}
 	req.Tenant = p.Tenant
 	req.Metadata = p.Metadata
 	metas := []map[string]any{p.Metadata}

@@ -127,6 +127,9 @@ func parseREST(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request
 		return req, invalid("%s needs a JSON body", rt.template)
 	}
 	if tenant != "" {
+		if f := plainName("tenant", tenant); f != nil {
+			return req, f
+		}
 		if p.Tenant != "" && p.Tenant != tenant {
 			return req, invalid("tenant %q in the body does not match tenant %q in the path", p.Tenant, tenant)
 		}

@@ -11,7 +11,7 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build test test-deps run bench bench-envoy lint check fmt capture fuzz deps opa golangci policy-lint
+.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -74,6 +74,11 @@ fmt:
 # Regenerate testdata/a2a/ from the real SDKs (needs Node and npm).
 capture:
 	bash testdata/capture/run.sh
+
+# SECURITY.md from the test run: the threat model and a matrix of every test
+# that names a threat and its defence, with its result.
+security: deps test-deps
+	$(GO) run ./internal/securitydoc
 
 # Run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=60s).
 fuzz:

@@ -12,6 +12,10 @@ import (
 // same, headers included. A missing task is refused before the policy runs (no
 // decision), a foreign one by the policy: a Writ-Decision-Id on the second alone
 // tells a caller which task ids exist.
+//
+// Threat: insecure direct object reference: another caller's task read by
+// its id, or its existence learnt from the answer. Defence: a foreign task
+// is answered exactly like a missing one, headers included.
 func TestForeignTaskNoDecisionOracle(t *testing.T) {
 	up := newFakeAgent(t, nil) // answers every send with task t-1
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
@@ -39,6 +43,9 @@ func TestForeignTaskNoDecisionOracle(t *testing.T) {
 // TestHiddenCardNoDecisionOracle: a card the caller may not see is a plain 404,
 // the same as a path no route serves; a Writ-Decision-Id on it would tell the
 // caller the agent exists.
+//
+// Threat: an agent's existence learnt from its card by a caller who may
+// not see it. Defence: a plain 404, the same as for no agent at all.
 func TestHiddenCardNoDecisionOracle(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	a := sanctionsAgent(up.srv.URL)

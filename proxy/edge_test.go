@@ -66,6 +66,10 @@ var sendParams = map[string]any{"message": map[string]any{"messageId": "m-1", "r
 
 // TestForgedCallerHeader: a caller-supplied Writ-Caller is stripped; the upstream
 // sees writ's own, built from the verified token.
+//
+// Threat: a caller forges writ's Writ-Caller header to speak as another
+// agent. Defence: writ strips it and sets its own from the verified
+// credential.
 func TestForgedCallerHeader(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
@@ -215,6 +219,10 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 
 // TestBadInputNeverReachesUpstream: oversized bodies (413 before reading them
 // all), depth bombs, forged versions, smuggling attempts.
+//
+// Threat: size bombs, depth bombs, forged protocol versions and request
+// smuggling (Content-Length with Transfer-Encoding). Defence: refused before
+// anything reaches the agent; a smuggling pair closes the connection.
 func TestBadInputNeverReachesUpstream(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {
@@ -260,6 +268,9 @@ func TestBadInputNeverReachesUpstream(t *testing.T) {
 }
 
 // TestSlowLoris: a client that never finishes its headers is cut off.
+//
+// Threat: slow-loris clients exhaust connections. Defence: a header read
+// timeout.
 func TestSlowLoris(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {

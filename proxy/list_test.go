@@ -12,6 +12,9 @@ import (
 
 // TestListShowsOwnTasksOnly: an agent that lists every task it has does not
 // show one caller another caller's tasks through writ.
+//
+// Threat: a task listing shows other callers' tasks. Defence: writ filters
+// list answers to the caller's own tasks.
 func TestListShowsOwnTasksOnly(t *testing.T) {
 	n := 0
 	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {

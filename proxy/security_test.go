@@ -465,4 +465,3 @@ func TestSecurityExtendedCardRewritten(t *testing.T) {
 		}
 	}
 }
-

@@ -195,6 +195,12 @@ func differentialCases() []dcase {
 // legacyCompat layer) — and checks that what the agent acts on is what writ
 // decided: for every case, writ refuses the request, or each server that acts
 // on it runs writ's operation on writ's task, context, push URL and config.
+//
+// Threat: a parser differential: a body writ reads as one request and the
+// agent's SDK as another (case and Unicode-fold variants of JSON-RPC
+// envelope keys, duplicates, escapes, proto-name aliases). Defence: every
+// ambiguous key is refused; proven against the real a2a-go and @a2a-js/sdk
+// parsers.
 func TestEnvelopeDifferential(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the JS SDK server")

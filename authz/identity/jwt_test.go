@@ -58,6 +58,10 @@ func hmacWithPublicKey(t *testing.T, k testKey, claims map[string]any) string {
 	return tok
 }
 
+// Threat: a forged, replayed or confused token: alg none, HS256 signed with the
+// public key, an expired or not-yet-valid token, another audience or issuer, an
+// unknown key. Defence: asymmetric algorithms only, issuer, audience, exp and nbf
+// checked, keys only from the issuer's JWKS.
 func TestJWT(t *testing.T) {
 	clock := newClock()
 	rsaKey, ecKey, edKey := newKey(t, jose.RS256, "rsa-1"), newKey(t, jose.ES256, "ec-1"), newKey(t, jose.EdDSA, "ed-1")
@@ -211,6 +215,9 @@ func (k testKey) signRaw(t *testing.T, payload string) string {
 // twice (encoding/json keeps the last, other readers the first) is refused as
 // invalid, like a request body with a duplicate key; at any depth, escaped or
 // not. The same payload without the repetition verifies.
+//
+// Threat: a token that names a claim twice is read one way by writ and
+// another by the agent's JWT library. Defence: such a token is invalid.
 func TestJWTDuplicateClaims(t *testing.T) {
 	clock := newClock()
 	rsaKey, ecKey := newKey(t, jose.RS256, "rsa-1"), newKey(t, jose.ES256, "ec-1")

@@ -50,6 +50,9 @@ func svid(t *testing.T, uris ...string) *x509.Certificate {
 	return cert
 }
 
+// Threat: a client certificate from another trust domain, or with no or two
+// SPIFFE IDs, speaks for an agent. Defence: exactly one SPIFFE URI SAN in the
+// configured trust domain.
 func TestMTLS(t *testing.T) {
 	cfg := Config{MTLS: &MTLSConfig{TrustDomain: "bank.ae", MappingFile: testdata + "spiffe_mapping.yaml"}}
 	r := newTestResolver(t, cfg, newClock())

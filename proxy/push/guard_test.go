@@ -69,6 +69,9 @@ func refusal(t *testing.T, err error) string {
 	return re.Reason
 }
 
+// Threat: a push callback aimed at loopback, private, link-local or cloud
+// metadata addresses (SSRF). Defence: the guard refuses every non-public
+// address class unless the host is explicitly trusted.
 func TestCheckAddressClasses(t *testing.T) {
 	cases := []struct{ ip, want string }{
 		{"8.8.8.8", ""}, {"1.1.1.1", ""}, {"172.32.0.1", ""}, {"100.128.0.1", ""}, {"2606:4700:4700::1111", ""},
@@ -232,6 +235,10 @@ func TestClientRefusesBeforeDialing(t *testing.T) {
 // TestRebindingCannotSwapAddress: the first answer is public, every later one
 // is loopback. One attempt makes one lookup and connects to the address it
 // checked; the next attempt looks up again and is refused.
+//
+// Threat: DNS rebinding: a callback host that resolves public when checked
+// and private when dialled. Defence: the address is checked at dial time, on
+// the address then connected to.
 func TestRebindingCannotSwapAddress(t *testing.T) {
 	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
 	defer srv.Close()
@@ -282,6 +289,8 @@ func TestRebindingCannotSwapAddress(t *testing.T) {
 	}
 }
 
+// Threat: a callback receiver redirects writ to an internal address.
+// Defence: redirects are never followed.
 func TestRedirectIsReturnedNotFollowed(t *testing.T) {
 	var hits atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

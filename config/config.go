@@ -175,6 +175,12 @@ type Agent struct {
 	Name string `yaml:"name"`
 	// Route is the path prefix writ serves the agent under (a sidecar: "/").
 	Route string `yaml:"route"`
+	// Hosts are the host names the agent is served under (the request's Host
+	// or :authority, port ignored, case-insensitive): exact names and
+	// "*.suffix" wildcards. Empty: any host. A request goes to the agents whose
+	// hosts match it best (an exact name, else the longest wildcard, else the
+	// agents with no hosts), then to the longest route among them.
+	Hosts []string `yaml:"hosts"`
 	// Upstream is the agent's own base URL.
 	Upstream string `yaml:"upstream"`
 	// Protocol is a2a, acp or auto (default auto: ACP for /runs, /agents,
@@ -439,7 +445,8 @@ func (c *Config) Validate() error {
 	if len(c.Agents) == 0 {
 		bad("agents", "at least one agent is required")
 	}
-	names, routes := map[string]bool{}, map[string]bool{}
+	names := map[string]bool{}
+	served := map[string]string{} // host pattern + route → the agent's key
 	for i, a := range c.Agents {
 		key := fmt.Sprintf("agents[%d]", i)
 		if a.Name == "" {
@@ -450,10 +457,29 @@ func (c *Config) Validate() error {
 		names[a.Name] = true
 		if !strings.HasPrefix(a.Route, "/") {
 			bad(key+".route", "must start with /, got %q", a.Route)
-		} else if routes[a.Route] {
-			bad(key+".route", "%q is used twice", a.Route)
 		}
-		routes[a.Route] = true
+		hosts := a.Hosts
+		if len(hosts) == 0 {
+			hosts = []string{""} // any host
+		}
+		for j, h := range hosts {
+			if len(a.Hosts) > 0 {
+				if err := validHostPattern(h); err != nil {
+					bad(fmt.Sprintf("%s.hosts[%d]", key, j), "%v", err)
+					continue
+				}
+			}
+			pair := strings.ToLower(h) + " " + strings.TrimSuffix(a.Route, "/")
+			if other, dup := served[pair]; dup {
+				what := "any host"
+				if h != "" {
+					what = "host " + h
+				}
+				bad(key+".route", "%s on %s is already %s's: a request could not tell them apart", a.Route, what, other)
+				continue
+			}
+			served[pair] = key
+		}
 		if u, err := url.Parse(a.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			bad(key+".upstream", "must be an http(s) URL, got %q", a.Upstream)
 		}
@@ -487,6 +513,30 @@ func (c *Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validHostPattern accepts a host name ("agents.bank.ae", "localhost", an IP
+// literal) or a leading wildcard ("*.agents.bank.ae"), never a port, a scheme
+// or a path.
+func validHostPattern(h string) error {
+	if net.ParseIP(h) != nil {
+		return nil
+	}
+	name := strings.TrimPrefix(h, "*.")
+	if name == "" || strings.ContainsAny(name, "*:/@ \\") || strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") {
+		return fmt.Errorf("%q is not a host name or *.suffix (no port, scheme or path)", h)
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 {
+			return fmt.Errorf("%q is not a host name", h)
+		}
+		for _, c := range label {
+			if !(c == '-' || c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z') {
+				return fmt.Errorf("%q is not a host name", h)
+			}
+		}
+	}
+	return nil
 }
 
 // Agent returns the agent named name.

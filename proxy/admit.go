@@ -127,7 +127,7 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	if renderer, ok := adapters.Directory(inc.Method, inc.Path); ok {
 		return c.directory(ctx, inc, renderer, start)
 	}
-	rt, rest := c.match(inc.Path)
+	rt, rest := c.match(inc.Host, inc.Path)
 	if rt == nil {
 		return Outcome{Kind: NotFound, Answer: notFoundPage}
 	}

@@ -174,20 +174,6 @@ func (c *Core) StoreErrors() uint64 { return c.stats.StoreErrors.Load() }
 // Config is the configuration the core serves.
 func (c *Core) Config() *config.Config { return c.cfg }
 
-// match finds the route for a path and the path below it.
-func (c *Core) match(path string) (*route, string) {
-	for _, rt := range c.routes {
-		if rt.prefix == "" || path == rt.prefix || strings.HasPrefix(path, rt.prefix+"/") {
-			rest := strings.TrimPrefix(path, rt.prefix)
-			if rest == "" {
-				rest = "/"
-			}
-			return rt, rest
-		}
-	}
-	return nil, ""
-}
-
 // acceptedSchemes are the security schemes a published card advertises: what
 // writ verifies, not what the agent behind it does.
 func acceptedSchemes(cfg *config.Config) []task.SecurityScheme {

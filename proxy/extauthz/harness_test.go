@@ -132,15 +132,25 @@ agents:
 		defer cancel()
 		w.ext.Shutdown(ctx)
 	})
-	if addr := w.ext.GRPCAddr(); addr != "" {
-		if w.conn, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { w.conn.Close() })
-		w.client = authv3.NewAuthorizationClient(w.conn)
-	}
+	w.connect()
 	return w
 }
+
+// connect dials the gRPC ext_authz listener, when there is one.
+func (w *world) connect() {
+	addr := w.ext.GRPCAddr()
+	if addr == "" {
+		return
+	}
+	var err error
+	if w.conn, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
+		w.t.Fatal(err)
+	}
+	w.t.Cleanup(func() { w.conn.Close() })
+	w.client = authv3.NewAuthorizationClient(w.conn)
+}
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 func mappingKey(path string) string {
 	if path == "" {

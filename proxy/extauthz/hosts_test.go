@@ -1,0 +1,153 @@
+package extauthz
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/seedagents"
+	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/task"
+)
+
+// TestAgentsByHost: two agents on one listener, both at route "/", told apart
+// by host only — in the sidecar, through gRPC ext_authz (:authority) and
+// through HTTP ext_authz (Host). Each door decides about the agent of the
+// request's host (alpha serves the wholesale caller, beta does not), and a
+// host neither serves is not found.
+func TestAgentsByHost(t *testing.T) {
+	start := func(name string) *seedagents.Agent {
+		a, err := seedagents.StartSanctions(seedagents.WithName(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a
+	}
+	alpha, beta := start("alpha-agent"), start("beta-agent")
+	idp, err := devidp.New(t.TempDir(), testIssuer, "writ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+policies: [../../policies]
+identity:
+  jwt: [{issuer: %s, audiences: [writ], jwks_file: %s}]
+envoy: {grpc_listen: '127.0.0.1:0', http_listen: '127.0.0.1:0'}
+agents:
+  - {name: alpha-agent, route: /, hosts: [alpha.agents.example], upstream: '%s', protocol: a2a,
+     tenants: [wholesale], max_data_classification: restricted, security_schemes: [oauth2]}
+  - {name: beta-agent, route: /, hosts: ['*.beta.example'], upstream: '%s', protocol: a2a,
+     tenants: [retail], max_data_classification: restricted, security_schemes: [oauth2]}
+`, testIssuer, idp.JWKSFile, alpha.URL, beta.URL)
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident, err := identity.New(cfg.Identity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ident.Close)
+	pol, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{SkipTests: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := authz.NewEngine(pol, authz.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Logger: quiet,
+		Store: task.NewMemoryStore(task.MemoryLimits{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(core.Close)
+	sidecar := httptest.NewServer(proxy.NewSidecar(core, nil))
+	t.Cleanup(sidecar.Close)
+	ext, err := New(core, ident, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ext.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ext.Shutdown(ctx)
+	})
+	w := &world{t: t, ext: ext, idp: idp}
+	w.connect()
+	tok := w.token(investigator)
+	sends := func(a *seedagents.Agent) (n int) {
+		for _, o := range a.Requests() {
+			if o.Method == "message/send" {
+				n++
+			}
+		}
+		return n
+	}
+	doors := map[string]func(host string) (status int, forwarded bool){
+		"sidecar": func(host string) (int, bool) {
+			req, _ := http.NewRequest("POST", sidecar.URL+"/", bytesReader(sendBody("x")))
+			req.Host = host
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode, resp.StatusCode == 200
+		},
+		"grpc": func(host string) (int, bool) {
+			r := post("/", tok, sendBody("x"))
+			cr := checkRequest(r)
+			cr.Attributes.Request.Http.Host = host
+			cr.Attributes.Request.Http.Headers[":authority"] = host
+			a := checkAnswer(w.check(cr))
+			return a.status, a.forwarded
+		},
+		"http": func(host string) (int, bool) {
+			hr, _ := http.NewRequest("POST", "http://"+ext.HTTPAddr()+"/", bytesReader(sendBody("x")))
+			hr.Host = host
+			hr.Header.Set("Content-Type", "application/json")
+			hr.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(hr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode, resp.StatusCode == 200
+		},
+	}
+	for name, door := range doors {
+		t.Run(name, func(t *testing.T) {
+			a0, b0 := sends(alpha), sends(beta)
+			if st, fwd := door("alpha.agents.example:8443"); !fwd {
+				t.Errorf("alpha's host: %d", st)
+			}
+			if st, fwd := door("Api.Beta.Example"); fwd || st != 403 {
+				t.Errorf("beta's host (not the caller's tenant): %d forwarded=%v", st, fwd)
+			}
+			if st, fwd := door("gamma.example"); fwd || st != 404 {
+				t.Errorf("a host no agent serves: %d forwarded=%v", st, fwd)
+			}
+			if name == "sidecar" && (sends(alpha) != a0+1 || sends(beta) != b0) {
+				t.Errorf("the sidecar forwarded %d to alpha, %d to beta; want 1, 0", sends(alpha)-a0, sends(beta)-b0)
+			}
+		})
+	}
+}

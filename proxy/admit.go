@@ -97,6 +97,20 @@ type Outcome struct {
 	Plan *Plan
 }
 
+// EnvoyStatus is the HTTP status an Envoy front door answers with. A refusal
+// is never a 2xx there, so that Envoy's access logs, stats and retry
+// policies see it as one: a JSON-RPC error, which the sidecar (like the A2A
+// SDKs) sends in a 200, gets the status the HTTP+JSON binding gives the same
+// fault (400 malformed or invalid, 404 unknown method or task, 413 too large,
+// 401, 403, 5xx), with the same body. Writ's own answers (Serve) keep theirs.
+func (o Outcome) EnvoyStatus() int {
+	st := o.Answer.Status
+	if o.Kind == Refuse && st >= 200 && st < 300 && o.Fault != nil {
+		return wire.HTTPStatus(o.Fault.Kind)
+	}
+	return st
+}
+
 // exchange is one request on its way through the core.
 type exchange struct {
 	rt     *route

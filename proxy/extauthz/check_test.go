@@ -135,11 +135,12 @@ func TestAdmissionHTTPMode(t *testing.T) {
 			t.Errorf("%s: http %d %s, sidecar %d %s", c.name, got.status, got.body, side.status, side.body)
 		}
 	}
-	// A JSON-RPC error travels in HTTP 200, which Envoy would read as "allow":
-	// HTTP mode answers it 203 with the same body.
+	// A JSON-RPC error travels in HTTP 200 from the sidecar, which Envoy would
+	// read as "allow": through Envoy it is a refusal with the HTTP+JSON
+	// binding's status (400 for a parse error) and the same body.
 	r := post("/", w.token(investigator), []byte(`{"jsonrpc":`))
 	got, side := w.viaHTTP(r, "/authz"), w.viaSidecar(r)
-	if side.status != 200 || got.status != 203 || !slices.Equal(reasons(got.body), []string{"PARSE_ERROR"}) ||
+	if side.status != 200 || got.status != 400 || !slices.Equal(reasons(got.body), []string{"PARSE_ERROR"}) ||
 		string(got.body) != string(side.body) {
 		t.Errorf("parse error: http %d %s, sidecar %d %s", got.status, got.body, side.status, side.body)
 	}

@@ -97,9 +97,9 @@ func (s *Server) answer(w http.ResponseWriter, out proxy.Outcome) {
 	if out.DecisionID != "" {
 		h.Set(proxy.DecisionHeader, out.DecisionID)
 	}
-	st := out.Answer.Status
+	st := out.EnvoyStatus()
 	if st >= 200 && st < 300 {
-		st = http.StatusNonAuthoritativeInfo
+		st = http.StatusNonAuthoritativeInfo // writ's own answer (a card, the directory)
 	}
 	w.WriteHeader(st)
 	_, _ = w.Write(out.Answer.Body)

@@ -92,9 +92,11 @@ func writSpellings(h http.Header) []string {
 // shape, or a card or directory writ serves — sent by Envoy to the client as is:
 // status, content type and body.
 func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
-	code := codes.PermissionDenied
-	if out.Answer.Status == http.StatusUnauthorized {
-		code = codes.Unauthenticated
+	st := out.EnvoyStatus()
+	code, msg := grpcCode(st), http.StatusText(st)
+	if out.Fault != nil {
+		// The status message names the fault, for Envoy's logs.
+		msg = string(out.Fault.Kind) + ": " + out.Fault.Message
 	}
 	hdrs := []*corev3.HeaderValueOption{header("cache-control", "no-store")}
 	for _, k := range sortedKeys(out.Answer.Header) {
@@ -110,9 +112,9 @@ func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 		hdrs = append(hdrs, header(strings.ToLower(proxy.DecisionHeader), out.DecisionID))
 	}
 	return &authv3.CheckResponse{
-		Status: &rpcstatus.Status{Code: int32(code), Message: http.StatusText(out.Answer.Status)},
+		Status: &rpcstatus.Status{Code: int32(code), Message: msg},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
-			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(out.Answer.Status)},
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(st)},
 			Headers: hdrs,
 			Body:    string(out.Answer.Body),
 		}},
@@ -127,6 +129,27 @@ func sortedKeys(h http.Header) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// grpcCode is the gRPC status of a check whose answer writ gives itself: the
+// refusal's kind, or PermissionDenied for writ's own answers (a card, the
+// directory), which Envoy must not let through to the agent either.
+func grpcCode(status int) codes.Code {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnsupportedMediaType:
+		return codes.InvalidArgument
+	case http.StatusUnauthorized:
+		return codes.Unauthenticated
+	case http.StatusNotFound:
+		return codes.NotFound
+	case http.StatusRequestEntityTooLarge:
+		return codes.ResourceExhausted
+	case http.StatusServiceUnavailable, http.StatusBadGateway, http.StatusGatewayTimeout:
+		return codes.Unavailable
+	case http.StatusInternalServerError:
+		return codes.Internal
+	}
+	return codes.PermissionDenied
 }
 
 func header(k, v string) *corev3.HeaderValueOption {
@@ -156,7 +179,7 @@ func metadata(out proxy.Outcome, dry bool) *structpb.Struct {
 		f[MetaProtocol] = structpb.NewStringValue(p.Name + "/" + p.Version + "/" + string(p.Binding))
 	}
 	if !allow {
-		f[MetaStatus] = structpb.NewNumberValue(float64(out.Answer.Status))
+		f[MetaStatus] = structpb.NewNumberValue(float64(out.EnvoyStatus()))
 	}
 	if dry {
 		f[MetaDryRun] = structpb.NewBoolValue(true)

@@ -27,6 +27,7 @@ test-deps:
 # The whole suite: formatting and vet first, then every test with the race detector.
 test: deps test-deps check
 	$(GO) test -race -count=1 ./...
+	FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
 
 # The main job on an embedded default: writ in front of the seed's agents, driven
 # through the whole delegation scenario with a real A2A client.
@@ -80,11 +81,8 @@ capture:
 security: deps test-deps
 	$(GO) run ./internal/securitydoc
 
-# Run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=60s).
+# Run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=60s); the
+# targets are discovered. make test runs them briefly (FUZZTIME_CI).
+FUZZTIME_CI ?= 5s
 fuzz:
-	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzParseJSONRPC$$' -fuzztime=$(FUZZTIME)
-	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzParseREST$$' -fuzztime=$(FUZZTIME)
-	$(GO) test ./adapters/a2a -run='^$$' -fuzz='^FuzzEnvelopeDifferential$$' -fuzztime=$(FUZZTIME)
-	$(GO) test ./adapters/acp -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZTIME)
-	$(GO) test ./adapters/wire -run='^$$' -fuzz='^FuzzSSEReader$$' -fuzztime=$(FUZZTIME)
-	$(GO) test ./adapters/wire -run='^$$' -fuzz='^FuzzDuplicateKeys$$' -fuzztime=$(FUZZTIME)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) bash .ci/fuzz

@@ -153,8 +153,16 @@ func FuzzCheckJSON(f *testing.F) {
 		if err == nil && !valid {
 			t.Fatalf("CheckJSON accepted invalid JSON %q", data)
 		}
-		if err != nil && !errors.Is(err, wire.ErrTooDeep) && !errors.Is(err, wire.ErrMalformed) {
+		if err != nil && !errors.Is(err, wire.ErrTooDeep) && !errors.Is(err, wire.ErrMalformed) && !errors.Is(err, wire.ErrDuplicateKey) {
 			t.Fatalf("CheckJSON returned an unclassified error %v", err)
+		}
+		if errors.Is(err, wire.ErrDuplicateKey) {
+			// Well-formed and not too deep, but an object names a key twice:
+			// refused (the agents' parsers would read another value than writ).
+			if !valid || !wire.DupByTokens(data) {
+				t.Fatalf("CheckJSON(%q) reports a duplicate key it does not have: %v", data, err)
+			}
+			return
 		}
 		if errors.Is(err, wire.ErrTooDeep) && errors.Is(err, wire.ErrMalformed) {
 			t.Fatalf("error is both too deep and malformed: %v", err)
@@ -171,6 +179,8 @@ func FuzzCheckJSON(f *testing.F) {
 		}
 		depth := jsonDepth(t, data)
 		switch {
+		case depth <= want && err == nil && wire.DupByTokens(data):
+			t.Fatalf("CheckJSON accepted %q, which names a key twice", data)
 		case depth <= want && err != nil:
 			t.Fatalf("depth %d within limit %d, but CheckJSON(%q) = %v", depth, want, data, err)
 		case depth > want && !errors.Is(err, wire.ErrTooDeep):

@@ -11,7 +11,7 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint
+.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -28,6 +28,12 @@ test-deps:
 test: deps test-deps check
 	$(GO) test -race -count=1 ./...
 	FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
+
+# The interop matrix (internal/interop): the SDK clients × the agents × writ's
+# front doors, through the built writ serve; rewrites README's interop block
+# with this run's table (make test runs the same matrix without rewriting).
+interop: deps test-deps
+	INTEROP_README=$(CURDIR)/README.md $(GO) test -count=1 -run 'TestInteropMatrix' ./internal/interop
 
 # The main job on an embedded default: writ in front of the seed's agents, driven
 # through the whole delegation scenario with a real A2A client.

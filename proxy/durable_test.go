@@ -38,7 +38,7 @@ func TestFollowSpecKeepsNoCredentials(t *testing.T) {
 	x := &exchange{rt: rt, inc: Incoming{Header: h}, in: wire.Inbound{Path: "/"},
 		req:    task.Request{Operation: task.OpSend, Protocol: task.Protocol{Name: "a2a", Version: "1.0", Binding: task.BindingJSONRPC}, Tenant: "t"},
 		caller: caller, dec: authz.Decision{ID: "dec-1"},
-		input:  &authz.Input{Task: authz.InputTask{Classification: "restricted"}}}
+		input: &authz.Input{Task: authz.InputTask{Classification: "restricted"}}}
 	raw, err := json.Marshal(specOf(x, "task-1"))
 	if err != nil {
 		t.Fatal(err)

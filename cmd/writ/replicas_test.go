@@ -114,16 +114,12 @@ func TestReplicasOnRedis(t *testing.T) {
 			t.Errorf("%s /readyz with Redis down: %d %s", r.name, code, body)
 		}
 	}
-	// KNOWN GAP (proxy/lifecycle.go, observe): a new send's answer reaches
-	// the caller although the task it reveals could not be recorded — Apply
-	// fails with ErrUnavailable, which observe logs and skips instead of
-	// failing the plan (p.failed) as it does when Create fails. The caller
-	// then owns a task writ does not know. Logged here, not asserted, until
-	// observe treats an unavailable store like a failed Create for the task
-	// the request creates.
+	// A new send whose task cannot be recorded is refused too: its answer
+	// would give the caller a task writ cannot check.
 	p = stMessage("Screen while the store is down")
-	if code, _ := w.rpc(a, "/clarifier", stAlice, "message/send", map[string]any{"message": p.Message}); code != 503 {
-		t.Logf("KNOWN GAP: a new send with Redis down is answered %d, not 503 (see the comment)", code)
+	if code, body := w.rpc(a, "/clarifier", stAlice, "message/send", map[string]any{"message": p.Message}); code != 503 ||
+		!strings.Contains(body, "UNAVAILABLE") {
+		t.Errorf("a new send with Redis down: %d %s", code, body)
 	}
 	srv.Restart()
 	for _, r := range []*stWrit{a, b} {

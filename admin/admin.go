@@ -6,7 +6,7 @@
 // Routes (anything else is 404, a known path with the wrong method 405):
 //
 //	GET  /healthz            200 "ok" while the process lives
-//	GET  /readyz             200 when a policy is loaded and Deps.Ready passes, else 503 with the reason
+//	GET  /readyz             200 when a policy is loaded, the lifecycle store answers (Deps.StoreReady) and Deps.Ready passes, else 503 with the reason
 //	GET  /v1/policy          the live policy: revision, files, load time, test counts, last reload
 //	POST /v1/policy/reload   reload now: 200 with the new revision, or 422 while the old one keeps serving
 //	GET  /v1/agents/{agent}/tasks/{id}  the task's lifecycle record (never message content, push tokens or credentials)
@@ -46,6 +46,11 @@ type Deps struct {
 	Store interface {
 		Get(ctx context.Context, ref task.Ref) (task.Record, bool, error)
 	}
+	// StoreReady reports whether the lifecycle store can serve (Redis answers
+	// its ping, the file is open); nil means it always can. A store that
+	// cannot makes the process not ready: every request that needs it would
+	// be refused (503) anyway. It shares ReadyTimeout with Ready.
+	StoreReady func(ctx context.Context) error
 	// Ready is the readiness check beyond a loaded policy (the wiring passes one
 	// that fetches each upstream's card); nil means ready once the policy is
 	// loaded. It gets at most ReadyTimeout.
@@ -108,9 +113,16 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, "not ready: no policy loaded\n")
 		return
 	}
+	ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
+	defer cancel()
+	if a.d.StoreReady != nil {
+		if err := a.d.StoreReady(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintf(w, "not ready: lifecycle store: %v\n", err)
+			return
+		}
+	}
 	if a.d.Ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), ReadyTimeout)
-		defer cancel()
 		if err := a.d.Ready(ctx); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintf(w, "not ready: %v\n", err)

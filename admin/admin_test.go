@@ -121,6 +121,23 @@ func TestReadyz(t *testing.T) {
 	if code, body := do(t, down, "GET", "/readyz"); code != 503 || !strings.Contains(body, "connection refused") {
 		t.Errorf("upstream down: %d %q", code, body)
 	}
+	// The lifecycle store: down makes the process not ready, whatever the
+	// agents say; back, ready again.
+	var storeErr error = errors.New("lifecycle store unavailable: dial tcp 127.0.0.1:6379: connection refused")
+	store := admin.New(admin.Deps{Engine: f.engine, StoreReady: func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			return errors.New("no deadline")
+		}
+		return storeErr
+	}, Ready: func(context.Context) error { return nil }})
+	if code, body := do(t, store, "GET", "/readyz"); code != 503 || !strings.Contains(body, "not ready: lifecycle store: ") ||
+		!strings.Contains(body, "6379") {
+		t.Errorf("store down: %d %q", code, body)
+	}
+	storeErr = nil
+	if code, body := do(t, store, "GET", "/readyz"); code != 200 {
+		t.Errorf("store back: %d %q", code, body)
+	}
 }
 
 func TestPolicy(t *testing.T) {

@@ -40,7 +40,10 @@ type Config struct {
 	Limits                Limits     `yaml:"limits"`
 	Identity              Identity   `yaml:"identity"`
 	Lifecycle             Lifecycle  `yaml:"lifecycle"`
-	Agents                []Agent    `yaml:"agents"`
+	// Store says where the lifecycle is kept: file (the default of `writ
+	// serve`), redis or memory.
+	Store  Store   `yaml:"store"`
+	Agents []Agent `yaml:"agents"`
 	// Envoy runs writ as Envoy's external authorization service as well (off
 	// unless a listener is named).
 	Envoy Envoy `yaml:"envoy"`
@@ -376,6 +379,7 @@ func (c *Config) applyDefaults() {
 		lc.UnknownTasks = "deny"
 	}
 	c.Envoy.applyDefaults()
+	c.Store.applyDefaults()
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.Protocol == "" {
@@ -442,6 +446,7 @@ func (c *Config) Validate() error {
 		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)
 	}
 	c.Envoy.validate(c, bad)
+	c.Store.validate(bad)
 	if len(c.Agents) == 0 {
 		bad("agents", "at least one agent is required")
 	}

@@ -535,6 +535,10 @@ type volume struct {
 	ConfigMap *struct {
 		Name string `yaml:"name"`
 	} `yaml:"configMap"`
+	EmptyDir *struct {
+		Medium    string `yaml:"medium"`
+		SizeLimit string `yaml:"sizeLimit"`
+	} `yaml:"emptyDir"`
 }
 
 type serviceSpec struct {
@@ -805,6 +809,52 @@ func TestSidecarConfig(t *testing.T) {
 	}
 	if !maps.Equal(np.PodSelector.MatchLabels, s.deployment.Selector.MatchLabels) {
 		t.Error("network policy selects other pods")
+	}
+}
+
+// TestSidecarStore: writ keeps its lifecycle in the file store, on a
+// writable volume of its own (the root file system is read-only) mounted
+// where writ.yaml's store.path points, on disk (not tmpfs), large enough for
+// lifecycle.max_tasks at the measured bytes per task.
+func TestSidecarStore(t *testing.T) {
+	s := loadSidecar(t)
+	cfg := sidecarConfig(t, s)
+	if cfg.Store.Kind != config.StoreFile || cfg.Store.Path == "" || !filepath.IsAbs(cfg.Store.Path) {
+		t.Fatalf("store %+v: the sidecar names the file store and its path", cfg.Store)
+	}
+	var mount string
+	for _, m := range s.writ.VolumeMounts {
+		if strings.HasPrefix(cfg.Store.Path, strings.TrimSuffix(m.MountPath, "/")+"/") {
+			if m.ReadOnly {
+				t.Errorf("volume %s at %s is read-only: the store writes there", m.Name, m.MountPath)
+			}
+			for _, v := range s.pod.Volumes {
+				if v.Name != m.Name {
+					continue
+				}
+				if v.EmptyDir == nil {
+					t.Errorf("volume %s: want the emptyDir the manifest explains", v.Name)
+					break
+				}
+				if v.EmptyDir.Medium != "" {
+					t.Errorf("volume %s is on medium %q: fsyncs on tmpfs keep nothing, and it counts as memory", v.Name, v.EmptyDir.Medium)
+				}
+				// ~850 bytes per task on disk (README "State"), twice for bbolt's
+				// free pages.
+				if limit := bytesOf(t, v.EmptyDir.SizeLimit); limit < int64(cfg.Lifecycle.MaxTasks)*850*2 {
+					t.Errorf("volume %s: sizeLimit %s under twice %d tasks at ~850 bytes", v.Name, v.EmptyDir.SizeLimit, cfg.Lifecycle.MaxTasks)
+				}
+				mount = m.MountPath
+			}
+		}
+	}
+	if mount == "" {
+		t.Errorf("store.path %s is on no volume of writ's (the root file system is read-only)", cfg.Store.Path)
+	}
+	for _, m := range s.validate.VolumeMounts {
+		if m.MountPath == mount {
+			t.Errorf("writ-validate mounts the store volume: it only reads the config")
+		}
 	}
 }
 

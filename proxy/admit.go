@@ -329,9 +329,17 @@ func notFound(id string) *task.Fault {
 	return task.NewFault(task.KindTaskNotFound, fmt.Sprintf("task %s not found", id))
 }
 
-// storeDown is the refusal of a request the lifecycle store could not serve.
+// storeDown is the refusal of a request the lifecycle store could not serve;
+// the error is logged and counted here, once.
 func (c *Core) storeDown(what string, err error) *task.Fault {
+	c.stats.StoreErrors.Add(1)
 	c.log.Error("lifecycle store unavailable; the request is refused (fail closed)", "during", what, "error", err)
+	return unavailable()
+}
+
+// unavailable is the caller's answer when the lifecycle store failed: a
+// 503-class protocol error.
+func unavailable() *task.Fault {
 	return task.NewFault(task.KindUnavailable, "the task lifecycle store is unavailable; retry later")
 }
 

@@ -51,10 +51,13 @@ type Deps struct {
 	// operations, and advertises push in the cards it serves; nil leaves push
 	// to the agents.
 	Push Notifier
+	// Work, when set, keeps the tasks the core follows in a durable work
+	// queue, resumed after a restart or by another replica (durable.go).
+	Work *Work
 }
 
 // Notifier takes rendered notifications for delivery; push.Deliverer is the one
-// writ runs. Enqueue must not block.
+// writ runs. Enqueue must not wait for delivery (it may write to the store).
 type Notifier interface {
 	Enqueue(n push.Notification) error
 }
@@ -82,6 +85,8 @@ type Core struct {
 	life  context.Context
 	close context.CancelFunc
 	stats Stats
+	// work keeps followed tasks in a durable queue (nil: in memory only).
+	work *followWork
 }
 
 // MaxFollowers bounds the tasks followed at once after their request returned.
@@ -136,6 +141,7 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		c.routes = append(c.routes, rt)
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
+	c.startWork(d.Work)
 	return c, nil
 }
 

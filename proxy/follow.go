@@ -15,7 +15,9 @@ import (
 // still running once its answer has been relayed (an A2A 1.0 returnImmediately, a
 // 0.3 non-blocking send), writ keeps watching it — bounded in number of followers
 // and in time (the lifecycle TTL) — and observes what the agent says, which
-// delivers every change. When the agent's card says it streams, writ subscribes
+// delivers every change. With a work queue the followed tasks are kept there,
+// under this process's lease, and resumed after a restart (or by another
+// replica) — see durable.go. When the agent's card says it streams, writ subscribes
 // to the task's events; otherwise (or when the subscription ends early) it asks
 // for the task again with backoff.
 const (
@@ -25,6 +27,8 @@ const (
 
 // maybeFollow starts followers for the running tasks an answer revealed, if they
 // carry push configs. A stream follows its task by itself and needs none.
+// With a work queue (Deps.Work), each followed task is kept there first, so
+// that a restart or another replica resumes following it.
 func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
 	x := p.x
 	if !c.pushOn() || p.Streams {
@@ -36,7 +40,8 @@ func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
 			continue
 		}
 		seen[ev.TaskID] = true
-		rec, ok, err := c.store.Get(c.life, task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID})
+		ref := task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID}
+		rec, ok, err := c.store.Get(c.life, ref)
 		if err != nil {
 			c.stats.StoreErrors.Add(1)
 			c.log.Error("lifecycle store unavailable; the task is not followed", "task_id", ev.TaskID, "error", err)
@@ -48,16 +53,53 @@ func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
 		if !ok || rec.Task.State.Terminal() || rec.Task.State.Interrupted() || len(rec.Push) == 0 {
 			continue
 		}
-		select {
-		case c.followers <- struct{}{}:
-			go func(id string) {
-				defer func() { <-c.followers }()
-				c.follow(x, id)
-			}(ev.TaskID)
-		default:
-			c.log.Warn("too many tasks followed; this one is not", "task_id", ev.TaskID)
+		id := ""
+		if c.work != nil {
+			id = followID(ref)
+			if len(c.followers) == cap(c.followers) {
+				// No follower free: kept unheld, so that the first one free
+				// (here or on another replica) claims it.
+				if c.keep(x, ev.TaskID, 0) {
+					c.log.Info("too many tasks followed; this one waits for a free follower", "task_id", ev.TaskID)
+					continue
+				}
+			} else if !c.keep(x, ev.TaskID, c.work.Lease) {
+				id = ""
+			}
 		}
+		c.startFollower(x, ev.TaskID, id, false)
 	}
+}
+
+// startFollower follows task id in the background if a follower is free. A
+// follower kept in the work queue (itemID != "") is held by this process
+// while it runs, removed from the queue when the task ends, and left there
+// when writ stops or another holder takes it over. It reports whether a
+// follower started.
+func (c *Core) startFollower(x *exchange, id, itemID string, resumed bool) bool {
+	select {
+	case c.followers <- struct{}{}:
+	default:
+		if itemID == "" {
+			c.log.Warn("too many tasks followed; this one is not", "task_id", id)
+		}
+		return false // a kept one stays unheld: claimed again later
+	}
+	ctx, cancel := context.WithCancelCause(c.life)
+	if itemID != "" && !c.hold(itemID, cancel) {
+		cancel(nil)
+		<-c.followers
+		return false // followed here already
+	}
+	go func() {
+		defer func() { <-c.followers }()
+		defer cancel(nil)
+		ended := c.follow(ctx, x, id, resumed)
+		if itemID != "" {
+			c.release(itemID, ended && context.Cause(ctx) != errLeaseLost && c.life.Err() == nil)
+		}
+	}()
+	return true
 }
 
 // follower is the plan of writ's own requests about a task it follows: the
@@ -68,38 +110,42 @@ func (c *Core) follower(x *exchange, req *task.Request) *Plan {
 	return &Plan{core: c, x: &fx, pushAttached: true}
 }
 
-// follow watches one task until it ends, expires or is forgotten.
-func (c *Core) follow(x *exchange, id string) {
-	ctx, cancel := context.WithTimeout(c.life, c.cfg.Lifecycle.TTL)
+// follow watches one task until it ends, expires or is forgotten (true), or
+// ctx ends first (false; expiry after the lifecycle TTL counts as the end).
+func (c *Core) follow(ctx context.Context, x *exchange, id string, resumed bool) bool {
+	ttl, cancel := context.WithTimeout(ctx, c.cfg.Lifecycle.TTL)
 	defer cancel()
-	if c.subscribe(ctx, x, id) {
-		return
+	if c.subscribe(ttl, x, id) {
+		return true
 	}
 	poller, ok := x.edge.(adapters.Poller)
 	ans, ok2 := x.edge.(adapters.Answers)
 	if !ok || !ok2 {
-		return
+		return true
 	}
 	method, path, body, get := poller.GetTaskRequest(&x.req, id)
 	fp := c.follower(x, get)
 	ref := task.Ref{Agent: x.rt.agent.Name, ID: id}
 	wait := followFirst
+	if resumed {
+		wait = 0 // what changed while nobody followed it is asked at once
+	}
 	for {
 		select {
-		case <-ctx.Done():
-			return
+		case <-ttl.Done():
+			return ctx.Err() == nil // the TTL ran out: the task is forgotten
 		case <-time.After(wait):
 		}
-		wait = min(wait*2, followMax)
-		rec, ok, err := c.store.Get(ctx, ref)
+		wait = min(max(wait*2, followFirst), followMax)
+		rec, ok, err := c.store.Get(ttl, ref)
 		if err != nil {
 			c.log.Warn("following a task: the lifecycle store is unavailable; retrying", "task_id", id, "error", err)
 			continue
 		}
 		if !ok || rec.Task.State.Terminal() {
-			return
+			return true
 		}
-		resp, err := c.followRequest(ctx, x, method, path, body)
+		resp, err := c.followRequest(ttl, x, method, path, body)
 		if err != nil {
 			continue
 		}
@@ -113,12 +159,15 @@ func (c *Core) follow(x *exchange, id string) {
 			c.log.Warn("following a task: the agent's answer is not valid", "task_id", id, "error", err)
 			continue
 		}
-		c.observe(ctx, fp, evs)
+		c.observe(ttl, fp, evs)
 	}
 }
 
 // followRequest sends writ's own request about a task upstream, on behalf of the
-// caller who created it (their headers, writ's Writ-Caller).
+// caller who created it (their headers, writ's Writ-Caller). A follower resumed
+// from the work queue has only the protocol's non-secret headers of that
+// request (see followSpec): the agent gets writ's Writ-Caller and no
+// credentials of the caller's.
 func (c *Core) followRequest(ctx context.Context, x *exchange, method, path string, body []byte) (*http.Response, error) {
 	target := *x.rt.upstream
 	target.Path = joinPath(x.rt.upstream.Path, path)

@@ -119,6 +119,11 @@ func (c *Core) observe(ctx context.Context, p *Plan, evs []task.Event) {
 		var te *task.TransitionError
 		if err != nil && !errors.As(err, &te) {
 			c.stats.StoreErrors.Add(1)
+			if mayCreate(&x.req, ev.TaskID) {
+				// The store cannot say whether this request's own task is
+				// recorded: its answer must not reach the caller (fail closed).
+				p.failed = err
+			}
 			c.log.Error("lifecycle store: recording an event failed; the stored state lags until the next one",
 				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
 			continue
@@ -175,6 +180,15 @@ func (c *Core) created(ctx context.Context, p *Plan, ev task.Event) {
 		TaskID: ev.TaskID, ContextID: rec.Task.ContextID, DecisionID: x.dec.ID, To: rec.Task.State})
 	c.artifactEvents(x, task.Record{}, rec)
 	c.notify(rec)
+}
+
+// mayCreate reports whether an answer's task id may be the task the request
+// creates (a send or stream naming no task) or names.
+func mayCreate(req *task.Request, id string) bool {
+	if req.TaskID != "" {
+		return req.TaskID == id
+	}
+	return req.Operation == task.OpSend || req.Operation == task.OpStream
 }
 
 // create records a newly revealed task and returns it as stored; ok is false

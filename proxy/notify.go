@@ -2,15 +2,12 @@ package proxy
 
 import (
 	"context"
-	"sync/atomic"
+	"time"
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
 )
-
-// notifySeq orders notifications: each gets a larger number than the last.
-var notifySeq atomic.Uint64
 
 // attachPush stores a send's push config on the task the answer revealed and
 // returns it as stored.
@@ -47,7 +44,13 @@ func (c *Core) notify(rec task.Record) {
 		c.log.Error("a push notification could not be rendered", "task_id", rec.Task.ID, "error", err)
 		return
 	}
-	seq := notifySeq.Add(1)
+	// The time the store recorded the change orders a task's notifications:
+	// it holds across restarts (resumed notifications keep their place) and,
+	// on Redis, across replicas (the server's clock).
+	seq := uint64(rec.Updated.UnixNano())
+	if rec.Updated.IsZero() {
+		seq = uint64(time.Now().UnixNano())
+	}
 	for _, pc := range rec.Push {
 		n := push.Notification{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, URL: pc.URL,
 			Header: ps.NotificationHeaders(pc), ContentType: ct, Body: body, Seq: seq}

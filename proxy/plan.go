@@ -124,7 +124,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 	}
 	c.observe(ctx, p, events)
 	if p.failed != nil {
-		out := p.Fail(c.storeDown("recording the task an answer revealed", p.failed))
+		out := p.Fail(unavailable()) // logged and counted where it failed
 		return nil, &out
 	}
 	c.maybeFollow(p, events)
@@ -208,8 +208,7 @@ func (r *Relay) Next() ([]byte, error) {
 	p.core.observe(context.WithoutCancel(r.ctx), p, evs)
 	if p.failed != nil {
 		r.done = true
-		f := p.core.storeDown("recording the task a stream revealed", p.failed)
-		return p.StreamFault(f), p.failed
+		return p.StreamFault(unavailable()), p.failed // logged and counted where it failed
 	}
 	return ev.Raw, nil
 }

@@ -90,7 +90,6 @@ func (c *Core) pushFault(x *exchange, err error) *task.Fault {
 	case errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrPushNotFound):
 		return notFound(x.req.TaskID)
 	}
-	c.stats.StoreErrors.Add(1)
 	return c.storeDown("a push-config operation", err)
 }
 

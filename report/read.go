@@ -346,25 +346,82 @@ func latency(v []float64) Latency {
 }
 
 // Context returns every event of one investigation in time order (log order
-// among equal times): the events carrying the context id, and the events of
-// its tasks that carry only the task id (push deliveries, say).
+// among equal times): the events carrying the context id, the events of its
+// tasks that carry only the task id (push deliveries, say), and the decisions
+// that admitted the requests whose answers created its tasks (a new task's id
+// and context are not known when its request is decided; task_created names
+// the decision).
 func (s *Summary) Context(id string) []Event {
 	if id == "" {
 		return nil
 	}
 	tasks := map[string]bool{}
+	admitting := map[string]bool{}
 	for _, e := range s.Events {
 		if e.ContextID == id && e.TaskID != "" {
 			tasks[e.TaskID] = true
 		}
+		if e.ContextID == id && e.Type == TypeTaskCreated && e.DecisionID != "" {
+			admitting[e.DecisionID] = true
+		}
 	}
 	var out []Event
 	for _, e := range s.Events {
-		if e.ContextID == id || e.ContextID == "" && e.TaskID != "" && tasks[e.TaskID] {
+		switch {
+		case e.ContextID == id, e.ContextID == "" && e.TaskID != "" && tasks[e.TaskID],
+			e.Type == TypeDecision && admitting[e.DecisionID]:
 			out = append(out, e)
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	return out
+}
+
+// ContextSummary is one context of the log: what a reader picks to see its
+// story (writ report -context ID).
+type ContextSummary struct {
+	ID          string
+	First, Last time.Time
+	Tasks       int
+	Events      int
+}
+
+// ContextList lists the log's contexts, the most recent first.
+func (s *Summary) ContextList() []ContextSummary {
+	by := map[string]*ContextSummary{}
+	tasks := map[string]map[string]bool{}
+	for _, e := range s.Events {
+		if e.ContextID == "" {
+			continue
+		}
+		c := by[e.ContextID]
+		if c == nil {
+			c = &ContextSummary{ID: e.ContextID, First: e.Time, Last: e.Time}
+			by[e.ContextID] = c
+			tasks[e.ContextID] = map[string]bool{}
+		}
+		c.Events++
+		if e.Time.Before(c.First) {
+			c.First = e.Time
+		}
+		if e.Time.After(c.Last) {
+			c.Last = e.Time
+		}
+		if e.TaskID != "" {
+			tasks[e.ContextID][e.TaskID] = true
+		}
+	}
+	out := make([]ContextSummary, 0, len(by))
+	for id, c := range by {
+		c.Tasks = len(tasks[id])
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b ContextSummary) int {
+		if c := b.Last.Compare(a.Last); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
 	return out
 }
 

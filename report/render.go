@@ -63,7 +63,12 @@ type page struct {
 	Targets   []partyRow
 	MoreTarg  int
 	Context   *contextView
+	Contexts  []ContextSummary
+	MoreCtx   int
 }
+
+// maxContexts bounds the contexts the page lists.
+const maxContexts = 50
 
 type codeRow struct {
 	CodeCount
@@ -117,6 +122,10 @@ func buildPage(s *Summary, opt Options) *page {
 	p.Targets, p.MoreTarg = partyRows(s.Targets, "target-", ids)
 	if opt.Context != "" {
 		p.Context = buildContext(s, opt.Context)
+	}
+	p.Contexts = s.ContextList()
+	if len(p.Contexts) > maxContexts {
+		p.Contexts, p.MoreCtx = p.Contexts[:maxContexts], len(p.Contexts)-maxContexts
 	}
 	return p
 }

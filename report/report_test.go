@@ -449,3 +449,53 @@ func TestIDs(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestContextStoryFromTheAdmittingDecision: a new task's request is decided
+// before its id and context exist; task_created names the decision, and the
+// context's story starts with it.
+func TestContextStoryFromTheAdmittingDecision(t *testing.T) {
+	log := `{"time":"2026-11-03T09:00:00Z","type":"decision","decision_id":"d-admit","route":"sanctions","operation":"send","caller":{"authenticated":true,"agent_id":"inv"},"allow":true}
+{"time":"2026-11-03T09:00:00.5Z","type":"decision","decision_id":"d-other","route":"sanctions","operation":"send","caller":{"authenticated":true,"agent_id":"inv"},"allow":true}
+{"time":"2026-11-03T09:00:01Z","type":"task_created","route":"sanctions","task_id":"t-1","context_id":"c-1","decision_id":"d-admit","to":"running"}
+{"time":"2026-11-03T09:00:02Z","type":"task_state_changed","route":"sanctions","task_id":"t-1","context_id":"c-1","from":"running","to":"succeeded"}
+{"time":"2026-11-03T09:00:03Z","type":"task_created","route":"sanctions","task_id":"t-2","context_id":"c-2","decision_id":"d-other","to":"running"}
+`
+	s, err := Read(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range s.Context("c-1") {
+		got = append(got, e.Type+":"+e.DecisionID+e.TaskID)
+	}
+	want := []string{"decision:d-admit", "task_created:d-admitt-1", "task_state_changed:t-1"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("story %q, want %q", got, want)
+	}
+	list := s.ContextList()
+	if len(list) != 2 || list[0].ID != "c-2" || list[1].ID != "c-1" || list[1].Tasks != 1 || list[1].Events != 2 {
+		t.Errorf("contexts %+v: want c-2 (latest) then c-1 with one task and two events", list)
+	}
+	var b bytes.Buffer
+	if err := Render(&b, s, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if !strings.Contains(page, `id="contexts"`) || !strings.Contains(page, ">c-1<") || !strings.Contains(page, ">c-2<") {
+		t.Error("the page does not list the contexts to pick from")
+	}
+	// Zero counts are not coloured as alarms; non-zero ones are.
+	for _, id := range []string{"total-denied", "total-errors", "total-push-failed", "total-violations", "total-dry-run"} {
+		re := regexp.MustCompile(`<div class="kpi( [a-z]+)?"><span class="n" id="` + id + `">`)
+		m := re.FindStringSubmatch(page)
+		if m == nil {
+			t.Fatalf("no tile %s", id)
+		}
+		if m[1] != "" {
+			t.Errorf("tile %s is zero but coloured %q", id, strings.TrimSpace(m[1]))
+		}
+	}
+	if !regexp.MustCompile(`<div class="kpi allow"><span class="n" id="total-allowed">2<`).MatchString(page) {
+		t.Error("a non-zero allowed tile is not coloured")
+	}
+}

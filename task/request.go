@@ -120,6 +120,7 @@ type Request struct {
 	AcceptedOutputModes []string `json:"accepted_output_modes,omitempty"`
 	// Extensions are the protocol extensions the caller activated (header).
 	Extensions []string `json:"extensions,omitempty"`
-	// RPCID is the JSON-RPC id exactly as sent, echoed in every answer.
-	RPCID json.RawMessage `json:"jsonrpc_id,omitempty"`
+	// Correlation is the request's own id, exactly as sent, that the adapter
+	// echoes in every answer (JSON-RPC's id). Opaque to the kernel.
+	Correlation json.RawMessage `json:"correlation_id,omitempty"`
 }

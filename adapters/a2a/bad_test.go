@@ -226,8 +226,8 @@ func TestDenialRendering(t *testing.T) {
 		{Code: "CLASSIFICATION_EXCEEDED", Reason: "up to confidential; the task carries restricted"},
 	}}
 	for _, req := range []task.Request{
-		{Protocol: task.Protocol{Version: V10, Binding: task.BindingJSONRPC}, RPCID: json.RawMessage(`"abc"`)},
-		{Protocol: task.Protocol{Version: V03, Binding: task.BindingJSONRPC}, RPCID: json.RawMessage(`12`)},
+		{Protocol: task.Protocol{Version: V10, Binding: task.BindingJSONRPC}, Correlation: json.RawMessage(`"abc"`)},
+		{Protocol: task.Protocol{Version: V03, Binding: task.BindingJSONRPC}, Correlation: json.RawMessage(`12`)},
 		{Protocol: task.Protocol{Version: V10, Binding: task.BindingREST}},
 		{Protocol: task.Protocol{Version: V03, Binding: task.BindingREST}},
 	} {
@@ -241,7 +241,7 @@ func TestDenialRendering(t *testing.T) {
 				t.Errorf("%+v: %s missing from %s", req.Protocol, d.Code, body)
 			}
 		}
-		if req.Protocol.Binding == task.BindingJSONRPC && !strings.Contains(body, `"id":`+string(req.RPCID)) {
+		if req.Protocol.Binding == task.BindingJSONRPC && !strings.Contains(body, `"id":`+string(req.Correlation)) {
 			t.Errorf("id not echoed: %s", body)
 		}
 	}

@@ -163,7 +163,7 @@ func jsonrpcHTTPStatus(k task.Kind) int {
 // JSON-RPC id). req may be partially filled, as Parse leaves it on failure.
 func RenderFault(req *task.Request, f *task.Fault) wire.Rendered {
 	if req.Protocol.Binding == task.BindingJSONRPC {
-		id := req.RPCID
+		id := req.Correlation
 		if len(id) == 0 {
 			id = json.RawMessage("null")
 		}

@@ -195,7 +195,7 @@ func TestCapturedRequests(t *testing.T) {
 				if w.extensions && len(req.Extensions) == 0 {
 					t.Errorf("extensions header not read")
 				}
-				if binding == "jsonrpc" && len(req.RPCID) == 0 {
+				if binding == "jsonrpc" && len(req.Correlation) == 0 {
 					t.Errorf("JSON-RPC id not kept")
 				}
 			})

@@ -136,7 +136,7 @@ func RenderPushResult(req *task.Request, configs []task.PushConfig) wire.Rendere
 	}
 	ct := "application/json"
 	if req.Protocol.Binding == task.BindingJSONRPC {
-		id := req.RPCID
+		id := req.Correlation
 		if len(id) == 0 {
 			id = json.RawMessage("null")
 		}
@@ -203,7 +203,7 @@ func followRequest(req *task.Request, taskID string, op task.Operation, verb, su
 	if req.Protocol.Version == V10 {
 		rpc = rpc10
 	}
-	out.Protocol.Method, out.RPCID = rpc, json.RawMessage(`"writ-follow"`)
+	out.Protocol.Method, out.Correlation = rpc, json.RawMessage(`"writ-follow"`)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": "writ-follow", "method": rpc, "params": map[string]any{"id": taskID}})
 	return http.MethodPost, "/", body, out
 }

@@ -122,7 +122,7 @@ func checkHead(in wire.Inbound, lim wire.Limits) *task.Fault {
 func peekID(req *task.Request, body []byte) {
 	var env map[string]json.RawMessage
 	if json.Unmarshal(body, &env) == nil && validID(env["id"]) {
-		req.RPCID = env["id"]
+		req.Correlation = env["id"]
 	}
 }
 
@@ -187,7 +187,7 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 	}
 	if jsonErr != nil {
 		if validID(env["id"]) {
-			req.RPCID = env["id"]
+			req.Correlation = env["id"]
 		}
 		return req, wire.FaultOf(jsonErr)
 	}
@@ -195,7 +195,7 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 		if !validID(id) {
 			return req, task.NewFault(task.KindNotARequest, "id must be a string, a number or null")
 		}
-		req.RPCID = id
+		req.Correlation = id
 	}
 	if v, ok := env["jsonrpc"]; !ok || !isString(v, "2.0") {
 		return req, task.NewFault(task.KindNotARequest, `"jsonrpc" must be "2.0"`)

@@ -35,7 +35,7 @@ type sidecar struct {
 	engine   *authz.Engine
 	reloader *authz.Reloader
 	ident    *identity.Resolver
-	store    *task.MemoryStore
+	store    *stateStore
 	srv      *http.Server
 	admin    *http.Server
 	ln       net.Listener
@@ -75,15 +75,31 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, err
 	}
 	reloader := authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)
-	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: cfg.Lifecycle.MaxTasks,
-		MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner, TTL: cfg.Lifecycle.TTL,
-		MaxPushPerTask: cfg.Push.MaxConfigsPerTask, MaxPushPerOwner: cfg.Push.MaxConfigsPerOwner})
 	// Producers emit to the bus from the start; the observers subscribe once
 	// built from the producers' snapshots.
 	bus := &events.Bus{}
-	deliverer := newDeliverer(cfg, log, bus)
+	store, err := openStore(cfg, log, bus)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func() { _ = store.Close() })
+	// One holder per process names its leases on pending deliveries and
+	// followed tasks; what another process left unfinished is claimed.
+	holder := newHolder()
+	deliverer := newDeliverer(cfg, log, bus, store.queue, holder)
+	if deliverer != nil {
+		undo = append(undo, func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			_ = deliverer.Close(ctx)
+		})
+	}
+	var work *proxy.Work
+	if store.queue != nil {
+		work = &proxy.Work{Queue: store.queue, Holder: holder, Lease: cfg.Store.WorkLease}
+	}
 	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Events: bus,
-		Push: notifier(deliverer)})
+		Push: notifier(deliverer), Work: work})
 	if err != nil {
 		return nil, err
 	}
@@ -113,7 +129,8 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	undo = append(undo, func() { sc.adminLn.Close() })
 	sc.srv = sc.sidecar.HTTPServer(sc.ln.Addr().String())
 	sc.admin = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(admin.Deps{Engine: engine,
-		Reloader: reloader, Store: store, Ready: core.Ready, Metrics: met.Handler(), Pprof: cfg.AdminPprof, Logger: log})}
+		Reloader: reloader, Store: store, StoreReady: store.ping, Ready: core.Ready, Metrics: met.Handler(),
+		Pprof: cfg.AdminPprof, Logger: log})}
 	if cfg.Envoy.Enabled() {
 		if err := sc.startEnvoy(); err != nil {
 			return nil, err
@@ -125,15 +142,17 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		log.Warn("dry-run is on: every request passes; denials are only logged")
 	}
 	log.Info("writ is serving", "listen", sc.ln.Addr().String(), "admin", sc.adminLn.Addr().String(),
-		"agents", len(cfg.Agents), "policy_revision", pol.Revision, "policy_tests_passed", pol.Tests.Passed)
+		"agents", len(cfg.Agents), "policy_revision", pol.Revision, "policy_tests_passed", pol.Tests.Passed,
+		"store", store.desc, "holder", holder)
 	return sc, nil
 }
 
 // newDeliverer builds push delivery from the config (nil when push is left to the
 // agents). Every attempt and outcome goes to the events, and is logged with
 // the task and context ids and the receiver's host (never the token or the
-// full URL).
-func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink) *push.Deliverer {
+// full URL). With a work queue, every notification is kept there until its
+// outcome, under holder's lease, and what nobody holds is resumed.
+func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink, q task.WorkQueue, holder string) *push.Deliverer {
 	if cfg.Push.Disabled {
 		return nil
 	}
@@ -144,6 +163,7 @@ func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink) *push.
 		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log, Events: sink,
 		OnAttempt: func(r push.Result) { logDelivery(log, "push delivery attempt", r) },
 		OnResult:  func(r push.Result) { logDelivery(log, "push delivery", r) },
+		Queue:     q, Holder: holder, Lease: cfg.Store.WorkLease,
 	})
 }
 
@@ -186,6 +206,10 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 		_ = sc.push.Close(ctx)
 	}
 	_ = sc.dlog.Close(ctx) // after the push queue: its last outcomes are logged too
+	// Last: the push queue and the followers record their ends in it.
+	if err := sc.store.Close(); err != nil {
+		sc.log.Error("closing the lifecycle store", "error", err)
+	}
 	sc.ident.Close()
 }
 
@@ -237,6 +261,11 @@ func serveCmd(args []string, stderr io.Writer) int {
 	}
 	if *policies != "" {
 		cfg.Policies = []string{*policies}
+	}
+	if cfg.Store.Kind == "" {
+		// The default of `writ serve`: nothing lost on kill -9. Memory is an
+		// explicit choice (store.kind: memory).
+		cfg.Store.Kind = config.StoreFile
 	}
 	if err := cfg.Validate(); err != nil {
 		fmt.Fprintf(stderr, "writ serve: %v\n", err)

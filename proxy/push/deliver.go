@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/task"
 )
 
 // Notification is one rendered push notification for one callback.
@@ -33,8 +34,12 @@ type Notification struct {
 	ContentType string
 	Body        []byte
 	// Seq orders the notifications of one task: a destination gets them in
-	// ascending Seq, one at a time.
+	// ascending Seq, one at a time. Callers use the time the store recorded the
+	// change, so that the order holds across restarts and replicas.
 	Seq uint64
+	// ID names the notification in the work queue (DelivererConfig.Queue);
+	// Enqueue sets it. "" when it is not kept there.
+	ID string
 }
 
 // Result is the final outcome of one notification, given to OnResult.
@@ -58,6 +63,12 @@ type Stats struct {
 	Retried        uint64            // attempts scheduled again after a retryable failure
 	Dropped        uint64            // refused by Enqueue because the queue was full
 	RefusedByGuard map[string]uint64 // failures by guard reason
+	// Resumed counts notifications claimed from the work queue: left by a
+	// process that stopped (this one before a restart, or another replica).
+	Resumed uint64
+	// HandedOver counts notifications another holder took over when this
+	// process's lease ran out (it then stops attempting them).
+	HandedOver uint64
 }
 
 // DelivererConfig configures a Deliverer. Zero values take the defaults.
@@ -83,6 +94,17 @@ type DelivererConfig struct {
 	OnAttempt func(Result)
 	// Events, when set, receives every attempt and every final outcome.
 	Events events.Sink
+	// Queue, when set, keeps every notification until its final outcome, so
+	// that a restart or another replica delivers what this one could not:
+	// Enqueue puts it there (kind task.WorkPush, leased to Holder) before it
+	// queues it in memory, its final outcome removes it, and the Deliverer
+	// renews the leases of what it holds and claims the notifications nobody
+	// holds (at start, and every third of Lease), queueing them as its own.
+	Queue task.WorkQueue
+	// Holder names this process in the queue's leases (unique per process).
+	Holder string
+	// Lease is how long an unrenewed lease lasts (default 30s).
+	Lease time.Duration
 }
 
 // ErrQueueFull is returned by Enqueue when the queue is at its cap.
@@ -118,6 +140,13 @@ type Deliverer struct {
 	aborted bool
 	drained chan struct{} // closed when closed && pending == 0
 	stats   Stats
+
+	// The work queue, when DelivererConfig.Queue is set: the jobs this
+	// process holds by notification id, and the finished ones whose removal
+	// from the queue failed (retried by the claim loop).
+	held     map[string]*job
+	undone   map[string]bool
+	loopDone chan struct{}
 }
 
 type destKey struct{ task, url string }
@@ -135,6 +164,9 @@ type job struct {
 	n        Notification
 	attempts int
 	enqueued time.Time
+	// lost: another holder took the notification over (its lease ran out):
+	// this process makes no further attempt.
+	lost bool
 }
 
 // NewDeliverer starts a Deliverer's workers. Stop it with Close.
@@ -166,6 +198,9 @@ func NewDeliverer(c DelivererConfig) *Deliverer {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Lease <= 0 {
+		c.Lease = DefaultLease
+	}
 	d := &Deliverer{
 		cfg:     c,
 		ready:   make(chan *job, c.QueueSize),
@@ -173,21 +208,59 @@ func NewDeliverer(c DelivererConfig) *Deliverer {
 		timers:  map[*job]*time.Timer{},
 		drained: make(chan struct{}),
 		stats:   Stats{RefusedByGuard: map[string]uint64{}},
+		held:    map[string]*job{},
+		undone:  map[string]bool{},
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.wg.Add(c.Workers)
 	for range c.Workers {
 		go d.work()
 	}
+	if c.Queue != nil {
+		d.loopDone = make(chan struct{})
+		go d.claimLoop()
+	}
 	return d
 }
 
-// Enqueue accepts n for delivery without blocking. It returns ErrQueueFull
-// when QueueSize notifications are unfinished (the overflow is counted and
-// logged) and ErrClosed after Close.
+// Enqueue accepts n for delivery. It returns ErrQueueFull when QueueSize
+// notifications are unfinished (the overflow is counted and logged) and
+// ErrClosed after Close. With a Queue, it first puts n there (one write to
+// the store); if the store fails, n is delivered from memory only.
 func (d *Deliverer) Enqueue(n Notification) error {
+	if d.cfg.Queue != nil {
+		if err := d.admissible(n); err != nil {
+			return err
+		}
+		n.ID = newWorkID()
+		ctx, cancel := context.WithTimeout(d.ctx, storeTimeout)
+		err := d.cfg.Queue.Put(ctx, task.Work{Kind: task.WorkPush, ID: n.ID, Payload: encodeNotification(n)}, d.cfg.Holder, d.cfg.Lease)
+		cancel()
+		if err != nil {
+			d.cfg.Logger.Warn("push: the notification could not be persisted; it is delivered from memory only",
+				"task_id", n.TaskID, "host", hostOf(n.URL), "error", err)
+			n.ID = ""
+		}
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	// A persisted notification refused here stays in the queue, unheld: it
+	// is claimed once its lease runs out (by this process or another).
+	if err := d.admissibleLocked(n); err != nil {
+		return err
+	}
+	d.enqueueLocked(n)
+	return nil
+}
+
+// admissible reports whether Enqueue would accept a notification now.
+func (d *Deliverer) admissible(n Notification) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.admissibleLocked(n)
+}
+
+func (d *Deliverer) admissibleLocked(n Notification) error {
 	if d.closed {
 		return ErrClosed
 	}
@@ -200,6 +273,12 @@ func (d *Deliverer) Enqueue(n Notification) error {
 		}
 		return ErrQueueFull
 	}
+	return nil
+}
+
+// enqueueLocked queues n behind the notifications of its destination with a
+// lower Seq.
+func (d *Deliverer) enqueueLocked(n Notification) {
 	key := destKey{n.TaskID, n.URL}
 	ds := d.dests[key]
 	if ds == nil {
@@ -212,10 +291,12 @@ func (d *Deliverer) Enqueue(n Notification) error {
 	copy(ds.queue[i+1:], ds.queue[i:])
 	ds.queue[i] = j
 	d.pending++
+	if n.ID != "" {
+		d.held[n.ID] = j
+	}
 	if !ds.busy {
 		d.dispatchLocked(ds)
 	}
-	return nil
 }
 
 // dispatchLocked hands the destination's next notification to the workers.
@@ -274,6 +355,9 @@ func (d *Deliverer) Close(ctx context.Context) error {
 		<-d.drained
 	}
 	d.cancel()
+	if d.loopDone != nil {
+		<-d.loopDone
+	}
 	d.stop()
 	return err
 }
@@ -310,6 +394,10 @@ func (d *Deliverer) work() {
 		d.mu.Unlock()
 		if aborted {
 			d.finish(j, Result{N: j.n, Attempts: j.attempts, Err: ErrClosed})
+			continue
+		}
+		if d.isLost(j) {
+			d.handOver(j)
 			continue
 		}
 		r, retry := d.attempt(j)
@@ -368,6 +456,7 @@ func (d *Deliverer) backoff(attempts int) time.Duration {
 // destination's notifications in Seq order.
 func (d *Deliverer) finish(j *job, r Result) {
 	r.Latency = time.Since(j.enqueued)
+	d.remove(j, r)
 	var refused *RefusedError
 	d.mu.Lock()
 	if r.Delivered {

@@ -61,7 +61,9 @@ func TestReopen(t *testing.T) {
 	if _, err := s.ClaimContext(ctx, task.Ref{Agent: storetest.Agent, ID: "ctx-9"}, alice); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Put(ctx, task.Work{Kind: task.WorkPush, ID: "n1", Payload: []byte("due")}, "me", 0); err != nil {
+	// Leased for an hour, but the file lock says its holder is gone: reopened,
+	// the item is claimable at once.
+	if err := s.Put(ctx, task.Work{Kind: task.WorkPush, ID: "n1", Payload: []byte("due")}, "me", time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	want, err := s.Stats(ctx)
@@ -176,6 +178,9 @@ func crashChild(path string) {
 		id := "k" + strconv.Itoa(i)
 		ref := storetest.Ref(id)
 		err := s.Create(ctx, storetest.Owned(id, "o"+strconv.Itoa(i%7), task.Queued))
+		if err == nil { // lazy: committed with the next write that matters
+			_, _, err = s.Apply(ctx, ref, task.Event{Kind: task.EventArtifact, State: task.Running, Artifact: &task.ArtifactRef{Name: "a"}})
+		}
 		if err == nil {
 			_, _, err = s.Apply(ctx, ref, task.Event{Kind: task.EventStatus, State: task.Succeeded})
 		}
@@ -243,7 +248,8 @@ func TestKill9(t *testing.T) {
 	for i := 0; i <= last; i++ {
 		id := "k" + strconv.Itoa(i)
 		r, ok, err := s.Get(ctx, storetest.Ref(id))
-		if err != nil || !ok || r.Task.State != task.Succeeded || len(r.Push) != 1 || r.Task.Owner.AgentID != "o"+strconv.Itoa(i%7) {
+		if err != nil || !ok || r.Task.State != task.Succeeded || len(r.Push) != 1 || r.Task.Owner.AgentID != "o"+strconv.Itoa(i%7) ||
+			len(r.Task.Artifacts) != 1 {
 			t.Fatalf("%s after kill -9: %+v %v %v", id, r, ok, err)
 		}
 		if o, ok, err := s.Context(ctx, task.Ref{Agent: storetest.Agent, ID: "c" + id}); err != nil || !ok || o.AgentID != id {

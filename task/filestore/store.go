@@ -21,8 +21,17 @@ func (s *Store) Get(ctx context.Context, ref task.Ref) (task.Record, bool, error
 	var rec task.Record
 	var ok bool
 	now := s.limits.Now()
+	rk := refKey(ref)
+	// A lazy write not committed yet is read first: once it is committed (and
+	// dropped from pending), the transaction below sees it.
+	if p, found := s.pendingRecord(rk); found {
+		if expiredAt(p.Updated, s.limits.TTL, now) {
+			return task.Record{}, false, nil
+		}
+		return p, true, nil
+	}
 	err := s.read(ctx, func(tx *bolt.Tx) error {
-		st, found, err := getRecord(tx, refKey(ref))
+		st, found, err := getRecord(tx, rk)
 		if err != nil || !found || expiredAt(st.rec.Updated, s.limits.TTL, now) {
 			return err
 		}
@@ -172,6 +181,12 @@ func (s *Store) Apply(ctx context.Context, ref task.Ref, ev task.Event) (prev, n
 		}
 		st, err := update(tx, rk, old, next, w.now)
 		next = st.rec
+		if err == nil && !(next.Task.State.Terminal() && prev.Task.State != next.Task.State) {
+			// Only a task reaching its end must be durable before the
+			// answer: a non-terminal state, artifact names and repeats ride
+			// the next commit.
+			w.setLazy(rk, &next)
+		}
 		return err
 	})
 	if werr != nil {
@@ -412,6 +427,7 @@ func (s *Store) Tombstone(ctx context.Context, ref task.Ref) (task.Owner, bool, 
 func (s *Store) Stats(ctx context.Context) (task.StoreStats, error) {
 	var out task.StoreStats
 	err := s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+		w.lazy = true // what the sweep removes need not be durable at once
 		for {
 			n, err := sweep(tx, s.limits.TTL, w.now, 4096)
 			if err != nil {

@@ -200,3 +200,37 @@ func (s *Store) Count(ctx context.Context, kind string) (int, error) {
 	})
 	return n, err
 }
+
+// releaseLeases makes every work item claimable at once, keeping its holder
+// (Open: whoever held the file before is gone).
+func releaseLeases(tx *bolt.Tx) error {
+	type held struct {
+		kp []byte
+		id string
+		it workItem
+	}
+	var all []held
+	c := tx.Bucket(bWork).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		n, w := binary.Uvarint(k)
+		if w <= 0 || uint64(len(k)-w) < n {
+			return unavailable(fmt.Errorf("filestore: corrupt work key %q", k))
+		}
+		kp := append([]byte(nil), k[:w+int(n)]...)
+		it, ok, err := getWork(tx, k)
+		if err != nil {
+			return err
+		}
+		if ok && it.lease != 0 {
+			all = append(all, held{kp: kp, id: string(k[w+int(n):]), it: it})
+		}
+	}
+	for _, h := range all {
+		it := h.it
+		it.lease = 0
+		if err := putWork(tx, h.kp, h.id, it, &h.it); err != nil {
+			return err
+		}
+	}
+	return nil
+}

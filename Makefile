@@ -11,7 +11,7 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop
+.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -25,15 +25,27 @@ test-deps:
 	bash .ci/deps
 
 # The whole suite: formatting and vet first, then every test with the race detector.
-test: deps test-deps check
-	$(GO) test -race -count=1 ./...
+# The tests that run writ serve as a child (the interop matrix, the faults, the
+# soak) share one build of it (WRIT_BIN); the soak runs for 60 seconds here.
+test: deps test-deps check build
+	WRIT_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
 	FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
+	$(MAKE) soak SOAK=60s SOAK_OUT= WRIT_BIN=$(CURDIR)/$(BIN)
 
 # The interop matrix (internal/interop): the SDK clients × the agents × writ's
 # front doors, through the built writ serve; rewrites README's interop block
 # with this run's table (make test runs the same matrix without rewriting).
 interop: deps test-deps
 	INTEROP_README=$(CURDIR)/README.md $(GO) test -count=1 -run 'TestInteropMatrix' ./internal/interop
+
+# The soak (internal/soak): a fixed-rate mixed workload against the built writ
+# serve for SOAK (default 30m; SOAK=60s for the short one), sampled every
+# second to SOAK_OUT/soak.csv, soak.png and summary.md (default soak-out/).
+SOAK      ?= 30m
+SOAK_RATE ?= 50
+SOAK_OUT  ?= $(CURDIR)/soak-out
+soak: deps
+	WRIT_BIN=$(WRIT_BIN) SOAK=$(SOAK) SOAK_RATE=$(SOAK_RATE) SOAK_OUT=$(SOAK_OUT) $(GO) test -count=1 -run '^TestSoak$$' -timeout 3h -v ./internal/soak
 
 # The main job on an embedded default: writ in front of the seed's agents, driven
 # through the whole delegation scenario with a real A2A client.

@@ -626,3 +626,54 @@ func allowCallbacks(raw []byte, hosts []string) ([]byte, error) {
 	cb["allow_http_hosts"] = add(cb["allow_http_hosts"])
 	return json.MarshalIndent(doc, "", "  ")
 }
+
+// NonConnGoroutines counts writ's goroutines other than those of pooled and
+// open HTTP connections (client readLoop/writeLoop, server conn.serve), from
+// /debug/pprof/goroutine (the config must set admin_pprof: true). Idle
+// keep-alive connections come and go with the pools' timeouts; everything
+// else must return to where it was once the load stops.
+func (p *Proc) NonConnGoroutines() (total, conns int, err error) {
+	code, b, err := p.Get("/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		return 0, 0, err
+	}
+	if code != http.StatusOK {
+		return 0, 0, fmt.Errorf("/debug/pprof/goroutine: %d (admin_pprof off?)", code)
+	}
+	total, conns = CountGoroutines(b)
+	return total - conns, conns, nil
+}
+
+// connFrames mark the goroutines of an HTTP connection (not of a request in
+// flight on one, whose stack shows its caller).
+var connFrames = []string{"net/http.(*persistConn).readLoop", "net/http.(*persistConn).writeLoop",
+	"net/http.(*conn).serve", "net/http.(*connReader).backgroundRead"}
+
+// CountGoroutines reads a debug=1 goroutine profile: the total and the
+// goroutines of HTTP connections.
+func CountGoroutines(profile []byte) (total, conns int) {
+	count, isConn := 0, false
+	flush := func() {
+		total += count
+		if isConn {
+			conns += count
+		}
+		count, isConn = 0, false
+	}
+	for line := range strings.SplitSeq(string(profile), "\n") {
+		if n, _, ok := strings.Cut(line, " @ "); ok {
+			if c, err := strconv.Atoi(n); err == nil {
+				flush()
+				count = c
+				continue
+			}
+		}
+		for _, f := range connFrames {
+			if strings.Contains(line, f) {
+				isConn = true
+			}
+		}
+	}
+	flush()
+	return total, conns
+}

@@ -218,6 +218,12 @@ type Push struct {
 	TrustedHosts []string `yaml:"trusted_hosts"`
 	// Workers deliver in parallel (default 4).
 	Workers int `yaml:"workers"`
+	// MaxInFlightPerHost and MaxInFlightPerOwner bound the deliveries one
+	// receiver host (host:port), and one owner's notifications, have in flight
+	// (default half the workers, at least 1): a hanging receiver or one caller's
+	// flood of callbacks holds no more than its share of the workers.
+	MaxInFlightPerHost  int `yaml:"max_in_flight_per_host"`
+	MaxInFlightPerOwner int `yaml:"max_in_flight_per_owner"`
 	// QueueSize caps notifications waiting or in flight (default 10000).
 	QueueSize int `yaml:"queue_size"`
 	// MaxAttempts per notification (default 5).
@@ -313,6 +319,12 @@ func (c *Config) applyDefaults() {
 	}
 	if p.QueueSize == 0 {
 		p.QueueSize = 10000
+	}
+	if p.MaxInFlightPerHost == 0 {
+		p.MaxInFlightPerHost = max(1, p.Workers/2)
+	}
+	if p.MaxInFlightPerOwner == 0 {
+		p.MaxInFlightPerOwner = max(1, p.Workers/2)
 	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = 5
@@ -424,7 +436,7 @@ func (c *Config) Validate() error {
 			bad(key, "must be positive")
 		}
 	}
-	if p := c.Push; p.Workers < 0 || p.QueueSize < 0 || p.MaxAttempts < 0 || p.AttemptTimeout < 0 ||
+	if p := c.Push; p.Workers < 0 || p.QueueSize < 0 || p.MaxInFlightPerHost < 0 || p.MaxInFlightPerOwner < 0 || p.MaxAttempts < 0 || p.AttemptTimeout < 0 ||
 		p.MaxResponseBytes < 0 || p.MaxConfigsPerTask < 0 || p.MaxConfigsPerOwner < 0 {
 		bad("push", "bounds must be positive")
 	}

@@ -40,7 +40,8 @@ func TestDefaultsAndRouting(t *testing.T) {
 	if c.DecisionLog.Output != "stdout" || c.DecisionLog.Format != "writ" || c.DecisionLog.MaxSizeMB != 100 || c.Metrics.TenantLabels || c.AdminPprof {
 		t.Errorf("decision log / metrics defaults: %+v %+v", c.DecisionLog, c.Metrics)
 	}
-	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 {
+	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 ||
+		c.Push.MaxInFlightPerHost != 2 || c.Push.MaxInFlightPerOwner != 2 {
 		t.Errorf("push defaults: %+v", c.Push)
 	}
 	if c.Listen != "127.0.0.1:8081" || c.Admin != DefaultAdmin || c.Limits.MaxBodyBytes != 1<<20 ||
@@ -90,6 +91,7 @@ func TestInvalid(t *testing.T) {
 		"lifecycle.unknown_tasks":  func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
 		"push.trusted_hosts[0]":    func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
 		"push: bounds":             func(s string) string { return s + "push:\n  max_attempts: -1\n" },
+		"push: bounds ":            func(s string) string { return s + "push:\n  max_in_flight_per_owner: -1\n" },
 		"decision_log.format":      func(s string) string { return s + "decision_log:\n  format: syslog\n" },
 		"agents: at least one":     func(string) string { return "listen: 127.0.0.1:1\n" },
 	} {

@@ -166,6 +166,14 @@ type Lifecycle struct {
 	MaxTasksPerOwner int `yaml:"max_tasks_per_owner"`
 	// TTL forgets a task this long after its last update (default 24h).
 	TTL time.Duration `yaml:"ttl"`
+	// MaxFollowers bounds the tasks writ follows at once after their request
+	// returned, to deliver their push notifications (default 256), and
+	// MaxFollowersPerOwner those of one owner (default a quarter of them, at
+	// least 1): one caller's running tasks cannot take every follower. A task
+	// over the bound waits (with a store: kept, and followed when a follower
+	// is free here or on another replica).
+	MaxFollowers         int `yaml:"max_followers"`
+	MaxFollowersPerOwner int `yaml:"max_followers_per_owner"`
 	// UnknownTasks decides follow-ups on tasks writ never saw: "deny" (default,
 	// answered as TaskNotFound) or "allow" (for migrations: the policy decides).
 	UnknownTasks string `yaml:"unknown_tasks"`
@@ -386,6 +394,12 @@ func (c *Config) applyDefaults() {
 	if lc.MaxTasksPerOwner == 0 {
 		lc.MaxTasksPerOwner = 10000
 	}
+	if lc.MaxFollowers == 0 {
+		lc.MaxFollowers = 256
+	}
+	if lc.MaxFollowersPerOwner == 0 {
+		lc.MaxFollowersPerOwner = max(1, lc.MaxFollowers/4)
+	}
 	def(&lc.TTL, 24*time.Hour)
 	if lc.UnknownTasks == "" {
 		lc.UnknownTasks = "deny"
@@ -451,8 +465,8 @@ func (c *Config) Validate() error {
 	if c.DecisionLog.MaxSizeMB < 0 || c.DecisionLog.MaxBackups < 0 || c.DecisionLog.Buffer < 0 {
 		bad("decision_log", "sizes must be positive")
 	}
-	if c.Lifecycle.MaxTasks < 0 || c.Lifecycle.MaxTasksPerOwner < 0 {
-		bad("lifecycle", "task bounds must be positive")
+	if lc := c.Lifecycle; lc.MaxTasks < 0 || lc.MaxTasksPerOwner < 0 || lc.MaxFollowers < 0 || lc.MaxFollowersPerOwner < 0 {
+		bad("lifecycle", "task and follower bounds must be positive")
 	}
 	if u := c.Lifecycle.UnknownTasks; u != "deny" && u != "allow" {
 		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)

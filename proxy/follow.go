@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -106,7 +107,7 @@ func (c *Core) startFollower(x *exchange, id, itemID string, resumed bool) bool 
 		defer cancel(nil)
 		ended := c.follow(ctx, x, id, resumed)
 		if itemID != "" {
-			c.release(itemID, ended && context.Cause(ctx) != errLeaseLost && c.life.Err() == nil)
+			c.release(itemID, ended && !errors.Is(context.Cause(ctx), errLeaseLost) && c.life.Err() == nil)
 		}
 	}()
 	return true

@@ -123,7 +123,7 @@ func TestReadyz(t *testing.T) {
 	}
 	// The lifecycle store: down makes the process not ready, whatever the
 	// agents say; back, ready again.
-	var storeErr error = errors.New("lifecycle store unavailable: dial tcp 127.0.0.1:6379: connection refused")
+	storeErr := errors.New("lifecycle store unavailable: dial tcp 127.0.0.1:6379: connection refused")
 	store := admin.New(admin.Deps{Engine: f.engine, StoreReady: func(ctx context.Context) error {
 		if _, ok := ctx.Deadline(); !ok {
 			return errors.New("no deadline")

@@ -166,6 +166,14 @@ type Lifecycle struct {
 	MaxTasksPerOwner int `yaml:"max_tasks_per_owner"`
 	// TTL forgets a task this long after its last update (default 24h).
 	TTL time.Duration `yaml:"ttl"`
+	// MaxFollowers bounds the tasks writ follows at once after their request
+	// returned, to deliver their push notifications (default 256), and
+	// MaxFollowersPerOwner those of one owner (default a quarter of them, at
+	// least 1): one caller's running tasks cannot take every follower. A task
+	// over the bound waits (with a store: kept, and followed when a follower
+	// is free here or on another replica).
+	MaxFollowers         int `yaml:"max_followers"`
+	MaxFollowersPerOwner int `yaml:"max_followers_per_owner"`
 	// UnknownTasks decides follow-ups on tasks writ never saw: "deny" (default,
 	// answered as TaskNotFound) or "allow" (for migrations: the policy decides).
 	UnknownTasks string `yaml:"unknown_tasks"`
@@ -218,6 +226,12 @@ type Push struct {
 	TrustedHosts []string `yaml:"trusted_hosts"`
 	// Workers deliver in parallel (default 4).
 	Workers int `yaml:"workers"`
+	// MaxInFlightPerHost and MaxInFlightPerOwner bound the deliveries one
+	// receiver host (host:port), and one owner's notifications, have in flight
+	// (default half the workers, at least 1): a hanging receiver or one caller's
+	// flood of callbacks holds no more than its share of the workers.
+	MaxInFlightPerHost  int `yaml:"max_in_flight_per_host"`
+	MaxInFlightPerOwner int `yaml:"max_in_flight_per_owner"`
 	// QueueSize caps notifications waiting or in flight (default 10000).
 	QueueSize int `yaml:"queue_size"`
 	// MaxAttempts per notification (default 5).
@@ -314,6 +328,12 @@ func (c *Config) applyDefaults() {
 	if p.QueueSize == 0 {
 		p.QueueSize = 10000
 	}
+	if p.MaxInFlightPerHost == 0 {
+		p.MaxInFlightPerHost = max(1, p.Workers/2)
+	}
+	if p.MaxInFlightPerOwner == 0 {
+		p.MaxInFlightPerOwner = max(1, p.Workers/2)
+	}
 	if p.MaxAttempts == 0 {
 		p.MaxAttempts = 5
 	}
@@ -374,6 +394,12 @@ func (c *Config) applyDefaults() {
 	if lc.MaxTasksPerOwner == 0 {
 		lc.MaxTasksPerOwner = 10000
 	}
+	if lc.MaxFollowers == 0 {
+		lc.MaxFollowers = 256
+	}
+	if lc.MaxFollowersPerOwner == 0 {
+		lc.MaxFollowersPerOwner = max(1, lc.MaxFollowers/4)
+	}
 	def(&lc.TTL, 24*time.Hour)
 	if lc.UnknownTasks == "" {
 		lc.UnknownTasks = "deny"
@@ -424,7 +450,7 @@ func (c *Config) Validate() error {
 			bad(key, "must be positive")
 		}
 	}
-	if p := c.Push; p.Workers < 0 || p.QueueSize < 0 || p.MaxAttempts < 0 || p.AttemptTimeout < 0 ||
+	if p := c.Push; p.Workers < 0 || p.QueueSize < 0 || p.MaxInFlightPerHost < 0 || p.MaxInFlightPerOwner < 0 || p.MaxAttempts < 0 || p.AttemptTimeout < 0 ||
 		p.MaxResponseBytes < 0 || p.MaxConfigsPerTask < 0 || p.MaxConfigsPerOwner < 0 {
 		bad("push", "bounds must be positive")
 	}
@@ -439,8 +465,8 @@ func (c *Config) Validate() error {
 	if c.DecisionLog.MaxSizeMB < 0 || c.DecisionLog.MaxBackups < 0 || c.DecisionLog.Buffer < 0 {
 		bad("decision_log", "sizes must be positive")
 	}
-	if c.Lifecycle.MaxTasks < 0 || c.Lifecycle.MaxTasksPerOwner < 0 {
-		bad("lifecycle", "task bounds must be positive")
+	if lc := c.Lifecycle; lc.MaxTasks < 0 || lc.MaxTasksPerOwner < 0 || lc.MaxFollowers < 0 || lc.MaxFollowersPerOwner < 0 {
+		bad("lifecycle", "task and follower bounds must be positive")
 	}
 	if u := c.Lifecycle.UnknownTasks; u != "deny" && u != "allow" {
 		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)

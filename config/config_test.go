@@ -40,7 +40,9 @@ func TestDefaultsAndRouting(t *testing.T) {
 	if c.DecisionLog.Output != "stdout" || c.DecisionLog.Format != "writ" || c.DecisionLog.MaxSizeMB != 100 || c.Metrics.TenantLabels || c.AdminPprof {
 		t.Errorf("decision log / metrics defaults: %+v %+v", c.DecisionLog, c.Metrics)
 	}
-	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 {
+	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 ||
+		c.Push.MaxInFlightPerHost != 2 || c.Push.MaxInFlightPerOwner != 2 ||
+		c.Lifecycle.MaxFollowers != 256 || c.Lifecycle.MaxFollowersPerOwner != 64 {
 		t.Errorf("push defaults: %+v", c.Push)
 	}
 	if c.Listen != "127.0.0.1:8081" || c.Admin != DefaultAdmin || c.Limits.MaxBodyBytes != 1<<20 ||
@@ -85,13 +87,15 @@ func TestInvalid(t *testing.T) {
 		"agents[1].name": func(s string) string {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
-		"listen":                   func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
-		"field nonsense not found": func(s string) string { return s + "nonsense: 1\n" },
-		"lifecycle.unknown_tasks":  func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
-		"push.trusted_hosts[0]":    func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
-		"push: bounds":             func(s string) string { return s + "push:\n  max_attempts: -1\n" },
-		"decision_log.format":      func(s string) string { return s + "decision_log:\n  format: syslog\n" },
-		"agents: at least one":     func(string) string { return "listen: 127.0.0.1:1\n" },
+		"listen":                              func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
+		"field nonsense not found":            func(s string) string { return s + "nonsense: 1\n" },
+		"lifecycle.unknown_tasks":             func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"push.trusted_hosts[0]":               func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
+		"push: bounds":                        func(s string) string { return s + "push:\n  max_attempts: -1\n" },
+		"lifecycle: task and follower bounds": func(s string) string { return s + "lifecycle:\n  max_followers_per_owner: -1\n" },
+		"push: bounds ":                       func(s string) string { return s + "push:\n  max_in_flight_per_owner: -1\n" },
+		"decision_log.format":                 func(s string) string { return s + "decision_log:\n  format: syslog\n" },
+		"agents: at least one":                func(string) string { return "listen: 127.0.0.1:1\n" },
 	} {
 		_, err := Parse([]byte(mutate(good)))
 		if err == nil || !strings.Contains(err.Error(), key) {

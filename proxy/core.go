@@ -20,6 +20,7 @@ import (
 	"net/url"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -79,8 +80,11 @@ type Core struct {
 	schemes  []task.SecurityScheme
 	events   events.Sink
 	notifier Notifier
-	// followers bounds the tasks followed after their request returned.
+	// followers bounds the tasks followed after their request returned, and
+	// byOwner (under followMu) counts them per owner (follow.go).
 	followers chan struct{}
+	followMu  sync.Mutex
+	byOwner   map[string]int
 	// life ends the followers when the core closes.
 	life  context.Context
 	close context.CancelFunc
@@ -88,9 +92,6 @@ type Core struct {
 	// work keeps followed tasks in a durable queue (nil: in memory only).
 	work *followWork
 }
-
-// MaxFollowers bounds the tasks followed at once after their request returned.
-const MaxFollowers = 256
 
 // Stats counts what the core did, for tests.
 type Stats struct {
@@ -124,7 +125,7 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 	c := &Core{cfg: cfg, ident: d.Identity, engine: d.Engine, store: d.Store, log: d.Logger,
 		client:  NewClient(d.Transport),
 		lim:     wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, followers: make(chan struct{}, MaxFollowers)}
+		schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, followers: make(chan struct{}, max(1, cfg.Lifecycle.MaxFollowers)), byOwner: map[string]int{}}
 	c.life, c.close = context.WithCancel(context.Background())
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -329,5 +330,79 @@ func TestPushFollowByPolling(t *testing.T) {
 		if strings.Contains(string(b), rcv.srv.URL) {
 			t.Fatalf("the agent saw the callback: %s", b)
 		}
+	}
+}
+
+// Threat: one caller starts many long-running tasks with push configs and
+// takes every follower, so nobody else's tasks are followed and their push
+// notifications never come. Defence: lifecycle.max_followers_per_owner bounds
+// the tasks followed for one owner; another caller's task is followed at once.
+func TestFollowersPerOwnerShare(t *testing.T) {
+	textRE := regexp.MustCompile(`"text":"([^"]+)"`)
+	idRE := regexp.MustCompile(`"id":"(t-[^"]+)"`)
+	var mu sync.Mutex
+	polled := map[string]bool{}
+	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		if r.Method == http.MethodGet { // no card: followed by polling
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"GetTask"`) {
+			id := idRE.FindStringSubmatch(string(body))[1]
+			mu.Lock()
+			polled[id] = true
+			mu.Unlock()
+			fmt.Fprintf(w, `{"jsonrpc":"2.0","id":"writ-follow","result":{"id":%q,"contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`, id)
+			return
+		}
+		id := "t-" + textRE.FindStringSubmatch(string(body))[1]
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":%q,"contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`, id)
+	})
+	rcv := newReceiver(t)
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
+	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20)})
+	t.Cleanup(func() { deliverer.Close(t.Context()) })
+	h := newHarnessWith(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {
+		c.Policies = []string{pushPolicies(t)}
+		c.Lifecycle.MaxFollowers, c.Lifecycle.MaxFollowersPerOwner = 8, 2
+	}, deliverer)
+	send := func(who caller, text string) {
+		params := map[string]any{"message": map[string]any{"messageId": "m-" + text, "role": "ROLE_USER",
+			"parts": []any{map[string]any{"text": text}}},
+			"configuration": map[string]any{"returnImmediately": true,
+				"taskPushNotificationConfig": map[string]any{"url": rcv.srv.URL + "/cb", "token": "tok"}}}
+		if _, a := h.rpc("/", h.token(who), "1.0", "SendMessage", params); a.Error != nil {
+			t.Fatalf("send %s: %s", text, a.raw)
+		}
+	}
+	for i := range 4 {
+		send(investigator, fmt.Sprintf("flood%d", i))
+	}
+	colleague := investigator
+	colleague.agent = "payments-reviewer" // an owner is a tenant's calling agent
+	send(colleague, "other")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		other, flood := polled["t-other"], 0
+		for id := range polled {
+			if strings.HasPrefix(id, "t-flood") {
+				flood++
+			}
+		}
+		mu.Unlock()
+		if other {
+			// Every follower polls first after the same delay, so the flood's
+			// (started earlier) have all polled by now.
+			if flood != 2 {
+				t.Fatalf("%d of one owner's tasks followed, share is 2", flood)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("another caller's task was never followed (flood followed: %d)", flood)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

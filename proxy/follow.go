@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -56,7 +57,7 @@ func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
 		id := ""
 		if c.work != nil {
 			id = followID(ref)
-			if len(c.followers) == cap(c.followers) {
+			if !c.roomFor(task.OwnerKey(ownerOf(x))) {
 				// No follower free: kept unheld, so that the first one free
 				// (here or on another replica) claims it.
 				if c.keep(x, ev.TaskID, 0) {
@@ -77,6 +78,7 @@ func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
 // when writ stops or another holder takes it over. It reports whether a
 // follower started.
 func (c *Core) startFollower(x *exchange, id, itemID string, resumed bool) bool {
+	owner := task.OwnerKey(ownerOf(x))
 	select {
 	case c.followers <- struct{}{}:
 	default:
@@ -85,18 +87,27 @@ func (c *Core) startFollower(x *exchange, id, itemID string, resumed bool) bool 
 		}
 		return false // a kept one stays unheld: claimed again later
 	}
+	if !c.takeShare(owner) {
+		<-c.followers
+		if itemID == "" {
+			c.log.Warn("too many of this caller's tasks followed; this one is not", "task_id", id)
+		}
+		return false // a kept one is claimed again when its lease runs out
+	}
 	ctx, cancel := context.WithCancelCause(c.life)
 	if itemID != "" && !c.hold(itemID, cancel) {
 		cancel(nil)
+		c.dropShare(owner)
 		<-c.followers
 		return false // followed here already
 	}
 	go func() {
 		defer func() { <-c.followers }()
+		defer c.dropShare(owner)
 		defer cancel(nil)
 		ended := c.follow(ctx, x, id, resumed)
 		if itemID != "" {
-			c.release(itemID, ended && context.Cause(ctx) != errLeaseLost && c.life.Err() == nil)
+			c.release(itemID, ended && !errors.Is(context.Cause(ctx), errLeaseLost) && c.life.Err() == nil)
 		}
 	}()
 	return true
@@ -215,4 +226,39 @@ func (c *Core) subscribe(ctx context.Context, x *exchange, id string) bool {
 	}
 	rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
 	return err == nil && (!ok || rec.Task.State.Terminal())
+}
+
+// perOwner is the followers one owner may have at once.
+func (c *Core) perOwner() int {
+	if n := c.cfg.Lifecycle.MaxFollowersPerOwner; n > 0 {
+		return n
+	}
+	return max(1, cap(c.followers)/4)
+}
+
+// roomFor reports whether a follower of owner's would start now.
+func (c *Core) roomFor(owner string) bool {
+	c.followMu.Lock()
+	defer c.followMu.Unlock()
+	return len(c.followers) < cap(c.followers) && c.byOwner[owner] < c.perOwner()
+}
+
+// takeShare counts one more follower of owner's, unless its share is full.
+func (c *Core) takeShare(owner string) bool {
+	c.followMu.Lock()
+	defer c.followMu.Unlock()
+	if c.byOwner[owner] >= c.perOwner() {
+		return false
+	}
+	c.byOwner[owner]++
+	return true
+}
+
+// dropShare counts one follower of owner's less.
+func (c *Core) dropShare(owner string) {
+	c.followMu.Lock()
+	defer c.followMu.Unlock()
+	if c.byOwner[owner]--; c.byOwner[owner] <= 0 {
+		delete(c.byOwner, owner)
+	}
 }

@@ -52,7 +52,7 @@ func (c *Core) notify(rec task.Record) {
 		seq = uint64(time.Now().UnixNano())
 	}
 	for _, pc := range rec.Push {
-		n := push.Notification{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, URL: pc.URL,
+		n := push.Notification{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, URL: pc.URL, Owner: task.OwnerKey(rec.Task.Owner),
 			Header: ps.NotificationHeaders(pc), ContentType: ct, Body: body, Seq: seq}
 		if err := c.notifier.Enqueue(n); err != nil {
 			c.log.Warn("push notification dropped", "task_id", rec.Task.ID, "error", err)

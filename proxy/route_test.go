@@ -30,7 +30,7 @@ func TestMatchHostThenPath(t *testing.T) {
 		{"a.agents.example.", "/kyc/x", "a-root", "/kyc/x"}, // a host match beats a longer route on any host
 		{"c.agents.example", "/", "wild-root", "/"},
 		{"x.eu.agents.example", "/", "wild-deep", "/"}, // the longest wildcard
-		{"agents.example", "/", "any-root", "/"},        // *.agents.example needs a label before it
+		{"agents.example", "/", "any-root", "/"},       // *.agents.example needs a label before it
 		{"b.agents.example", "/api/tasks", "b-api", "/tasks"},
 		{"b.agents.example", "/other", "wild-root", "/other"}, // b's only route does not cover the path
 		{"elsewhere.example", "/kyc/t", "any-kyc", "/t"},

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -157,7 +158,7 @@ func allowed(b *testing.B, c *Core, tok string, sh shape, miss bool) {
 		relay := p.Relay(context.Background(), strings.NewReader(answer))
 		for {
 			if _, err := relay.Next(); err != nil {
-				if err != io.EOF {
+				if !errors.Is(err, io.EOF) {
 					b.Fatal(err)
 				}
 				break

@@ -120,9 +120,9 @@ func TestCrashFileStore(t *testing.T) {
 	}
 
 	// The notifications pending at the kill arrive, each exactly once.
-	got := w.rcv.waitFor(string(working.ID), "working")
+	w.rcv.waitFor(string(working.ID), "working")
 	time.Sleep(1500 * time.Millisecond) // beyond a lease and a claim: a second copy would be here
-	got = w.rcv.of(string(working.ID))
+	got := w.rcv.of(string(working.ID))
 	t.Logf("notifications of the slow task after the restart: %v", got)
 	for _, st := range got {
 		if stCount(got, st) != 1 {

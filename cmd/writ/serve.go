@@ -159,6 +159,7 @@ func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink, q task
 	p := cfg.Push
 	guard := push.NewGuard(push.GuardConfig{TrustedHosts: p.TrustedHosts})
 	return push.NewDeliverer(push.DelivererConfig{Workers: p.Workers, QueueSize: p.QueueSize,
+		MaxPerHost: p.MaxInFlightPerHost, MaxPerOwner: p.MaxInFlightPerOwner,
 		MaxAttempts: p.MaxAttempts, AttemptTimeout: p.AttemptTimeout,
 		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log, Events: sink,
 		OnAttempt: func(r push.Result) { logDelivery(log, "push delivery attempt", r) },

@@ -40,6 +40,10 @@ type Notification struct {
 	// ID names the notification in the work queue (DelivererConfig.Queue);
 	// Enqueue sets it. "" when it is not kept there.
 	ID string
+	// Owner names who the notification is for (the task's owner), for the
+	// per-owner share of the workers; "" names none (the host's share alone
+	// applies).
+	Owner string
 }
 
 // Result is the final outcome of one notification, given to OnResult.
@@ -73,8 +77,14 @@ type Stats struct {
 
 // DelivererConfig configures a Deliverer. Zero values take the defaults.
 type DelivererConfig struct {
-	Workers   int // concurrent attempts; default 4
-	QueueSize int // cap on unfinished notifications across all destinations; default 10000
+	Workers int // concurrent attempts; default 4
+	// MaxPerHost and MaxPerOwner bound the attempts one receiver host, and
+	// one owner's notifications, may have in flight or waiting for a worker
+	// (default half the workers, at least 1): a receiver that hangs, or one
+	// caller's flood of callbacks, holds no more than its share of the
+	// workers, and everyone else's deliveries go on.
+	MaxPerHost, MaxPerOwner int
+	QueueSize               int // cap on unfinished notifications across all destinations; default 10000
 	// MaxAttempts caps attempts per notification; default 5.
 	MaxAttempts int
 	// AttemptTimeout bounds one attempt, response included; default 10s.
@@ -147,6 +157,11 @@ type Deliverer struct {
 	held     map[string]*job
 	undone   map[string]bool
 	loopDone chan struct{}
+
+	// The shares (share.go): attempts in flight or waiting for a worker, by
+	// receiver host and by owner, and the jobs waiting for their share.
+	byHost, byOwner map[string]int
+	parked          []*job
 }
 
 type destKey struct{ task, url string }
@@ -167,6 +182,10 @@ type job struct {
 	// lost: another holder took the notification over (its lease ran out):
 	// this process makes no further attempt.
 	lost bool
+	// host is the receiver's host; flying is set while the job counts
+	// against its host's and owner's shares.
+	host   string
+	flying bool
 }
 
 // NewDeliverer starts a Deliverer's workers. Stop it with Close.
@@ -176,6 +195,12 @@ func NewDeliverer(c DelivererConfig) *Deliverer {
 	}
 	if c.QueueSize <= 0 {
 		c.QueueSize = 10000
+	}
+	if c.MaxPerHost <= 0 {
+		c.MaxPerHost = max(1, c.Workers/2)
+	}
+	if c.MaxPerOwner <= 0 {
+		c.MaxPerOwner = max(1, c.Workers/2)
 	}
 	if c.MaxAttempts <= 0 {
 		c.MaxAttempts = 5
@@ -210,6 +235,8 @@ func NewDeliverer(c DelivererConfig) *Deliverer {
 		stats:   Stats{RefusedByGuard: map[string]uint64{}},
 		held:    map[string]*job{},
 		undone:  map[string]bool{},
+		byHost:  map[string]int{},
+		byOwner: map[string]int{},
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	d.wg.Add(c.Workers)
@@ -285,7 +312,7 @@ func (d *Deliverer) enqueueLocked(n Notification) {
 		ds = &dest{key: key}
 		d.dests[key] = ds
 	}
-	j := &job{d: ds, n: n, enqueued: time.Now()}
+	j := &job{d: ds, n: n, enqueued: time.Now(), host: hostOf(n.URL)}
 	i := sort.Search(len(ds.queue), func(i int) bool { return ds.queue[i].n.Seq > n.Seq })
 	ds.queue = append(ds.queue, nil)
 	copy(ds.queue[i+1:], ds.queue[i:])
@@ -310,7 +337,7 @@ func (d *Deliverer) dispatchLocked(ds *dest) {
 	ds.queue[0] = nil
 	ds.queue = ds.queue[1:]
 	ds.busy = true
-	d.ready <- j // never blocks: len(ready) <= pending <= QueueSize
+	d.startLocked(j)
 }
 
 // Stats returns a snapshot of the counters.
@@ -380,6 +407,8 @@ func (d *Deliverer) abort() {
 			stopped = append(stopped, j)
 		}
 	}
+	stopped = append(stopped, d.parked...)
+	d.parked = nil
 	d.mu.Unlock()
 	for _, j := range stopped {
 		d.finish(j, Result{N: j.n, Attempts: j.attempts, Err: ErrClosed})
@@ -392,6 +421,9 @@ func (d *Deliverer) work() {
 		d.mu.Lock()
 		aborted := d.aborted
 		d.mu.Unlock()
+		if aborted || d.isLost(j) {
+			d.land(j)
+		}
 		if aborted {
 			d.finish(j, Result{N: j.n, Attempts: j.attempts, Err: ErrClosed})
 			continue
@@ -401,6 +433,7 @@ func (d *Deliverer) work() {
 			continue
 		}
 		r, retry := d.attempt(j)
+		d.land(j)
 		r.Latency = time.Since(j.enqueued)
 		if d.cfg.OnAttempt != nil {
 			d.cfg.OnAttempt(r)
@@ -435,7 +468,7 @@ func (d *Deliverer) schedule(j *job, status int, err error) bool {
 			return // abort took it
 		}
 		delete(d.timers, j)
-		d.ready <- j
+		d.startLocked(j)
 	})
 	return true
 }

@@ -486,3 +486,96 @@ func settled(t *testing.T, d *Deliverer) Stats {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// hanging is a receiver that holds every request until released, and records
+// how many it held at once.
+func hanging(t *testing.T) (rv *receiver, peak func() int, release func()) {
+	var mu sync.Mutex
+	var now, top int
+	gate := make(chan struct{})
+	var once sync.Once
+	rv = newReceiver(t, func(*http.Request, int) int {
+		mu.Lock()
+		now++
+		top = max(top, now)
+		mu.Unlock()
+		select {
+		case <-gate:
+		case <-time.After(wait):
+		}
+		mu.Lock()
+		now--
+		mu.Unlock()
+		return 200
+	})
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	return rv, func() int { mu.Lock(); defer mu.Unlock(); return top }, release
+}
+
+// Threat: a receiver that hangs on every callback (or a caller flooding
+// callbacks at it) takes every push worker, and nobody else's notifications
+// are delivered. Defence: a receiver host has at most MaxPerHost attempts in
+// flight; the rest of its deliveries wait while other hosts' go on.
+func TestHangingHostHoldsOnlyItsShare(t *testing.T) {
+	slow, peak, release := hanging(t)
+	fast := newReceiver(t, nil)
+	d, rs := newTestDeliverer(t, DelivererConfig{Workers: 4, MaxPerHost: 2})
+	for i := range 10 {
+		d.Enqueue(note(fmt.Sprintf("slow%d", i), slow.URL, 1))
+	}
+	for i := range 20 {
+		n := note(fmt.Sprintf("fast%d", i), fast.URL, 1)
+		n.Owner = fmt.Sprintf("owner%d", i%3)
+		d.Enqueue(n)
+	}
+	rs.waitFor(t, 20)
+	if n := len(fast.bodies()); n != 20 {
+		t.Fatalf("fast receiver got %d, want 20", n)
+	}
+	if p := peak(); p > 2 {
+		t.Fatalf("hanging host held %d attempts at once, share is 2", p)
+	}
+	release()
+	rs.waitFor(t, 30)
+	if n := len(slow.bodies()); n != 10 {
+		t.Fatalf("slow receiver got %d after release, want 10", n)
+	}
+}
+
+// Threat: one caller registers callbacks on many hosts that all hang, so the
+// host share alone does not stop it taking every worker. Defence: one owner's
+// notifications have at most MaxPerOwner attempts in flight.
+func TestOneOwnerHoldsOnlyItsShare(t *testing.T) {
+	var releases []func()
+	var peaks []func() int
+	d, rs := newTestDeliverer(t, DelivererConfig{Workers: 4, MaxPerHost: 4, MaxPerOwner: 2})
+	for i := range 6 {
+		rv, peak, release := hanging(t)
+		releases, peaks = append(releases, release), append(peaks, peak)
+		n := note(fmt.Sprintf("mallory%d", i), rv.URL, 1)
+		n.Owner = "mallory"
+		d.Enqueue(n)
+	}
+	fast := newReceiver(t, nil)
+	for i := range 8 {
+		n := note(fmt.Sprintf("alice%d", i), fast.URL, 1)
+		n.Owner = "alice"
+		d.Enqueue(n)
+	}
+	rs.waitFor(t, 8)
+	if n := len(fast.bodies()); n != 8 {
+		t.Fatalf("alice's receiver got %d, want 8", n)
+	}
+	held := 0
+	for _, p := range peaks {
+		held += p()
+	}
+	if held > 2 {
+		t.Fatalf("mallory held %d attempts at once, share is 2", held)
+	}
+	for _, r := range releases {
+		r()
+	}
+	rs.waitFor(t, 14)
+}

@@ -49,11 +49,12 @@ type storedNotification struct {
 	ContentType string      `json:"content_type,omitempty"`
 	Body        []byte      `json:"body"`
 	Seq         uint64      `json:"seq"`
+	Owner       string      `json:"owner,omitempty"`
 }
 
 func encodeNotification(n Notification) []byte {
 	raw, _ := json.Marshal(storedNotification{V: 1, TaskID: n.TaskID, ContextID: n.ContextID, URL: n.URL,
-		Header: n.Header, ContentType: n.ContentType, Body: n.Body, Seq: n.Seq})
+		Header: n.Header, ContentType: n.ContentType, Body: n.Body, Seq: n.Seq, Owner: n.Owner})
 	return raw
 }
 
@@ -68,7 +69,7 @@ func decodeNotification(w task.Work) (Notification, error) {
 		return Notification{}, errUnknownPayload
 	}
 	return Notification{TaskID: s.TaskID, ContextID: s.ContextID, URL: s.URL, Header: s.Header,
-		ContentType: s.ContentType, Body: s.Body, Seq: s.Seq, ID: w.ID}, nil
+		ContentType: s.ContentType, Body: s.Body, Seq: s.Seq, ID: w.ID, Owner: s.Owner}, nil
 }
 
 // remove takes a finished notification out of the work queue, unless it was

@@ -61,9 +61,9 @@ const (
 )
 
 var (
-	// ErrLocked: another process holds the store's file.
+	// ErrLocked means another process holds the store's file.
 	ErrLocked = errors.New("filestore: the file is held by another process")
-	// ErrClosed: the store was closed.
+	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("filestore: closed")
 )
 

@@ -20,7 +20,7 @@ import (
 
 const version1 = 1
 
-// ErrCorrupt: the bytes are not a record of a known version.
+// ErrCorrupt means the bytes are not a record of a known version.
 var ErrCorrupt = errors.New("recordenc: corrupt record")
 
 // AppendRecord appends the encoding of r to b.
@@ -139,10 +139,10 @@ func (d *decoder) uvarint() uint64 {
 }
 
 // count reads a list length, refusing one the remaining bytes cannot hold
-// (each item takes at least min bytes).
-func (d *decoder) count(min int) int {
+// (each item takes at least least bytes).
+func (d *decoder) count(least int) int {
 	n := d.uvarint()
-	if n > uint64(len(d.b)/min) {
+	if n > uint64(len(d.b)/least) {
 		d.fail()
 		return 0
 	}

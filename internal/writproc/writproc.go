@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/leakcheck"
 )
 
 const (
@@ -640,40 +641,6 @@ func (p *Proc) NonConnGoroutines() (total, conns int, err error) {
 	if code != http.StatusOK {
 		return 0, 0, fmt.Errorf("/debug/pprof/goroutine: %d (admin_pprof off?)", code)
 	}
-	total, conns = CountGoroutines(b)
+	total, conns = leakcheck.CountGoroutines(b)
 	return total - conns, conns, nil
-}
-
-// connFrames mark the goroutines of an HTTP connection (not of a request in
-// flight on one, whose stack shows its caller).
-var connFrames = []string{"net/http.(*persistConn).readLoop", "net/http.(*persistConn).writeLoop",
-	"net/http.(*conn).serve", "net/http.(*connReader).backgroundRead"}
-
-// CountGoroutines reads a debug=1 goroutine profile: the total and the
-// goroutines of HTTP connections.
-func CountGoroutines(profile []byte) (total, conns int) {
-	count, isConn := 0, false
-	flush := func() {
-		total += count
-		if isConn {
-			conns += count
-		}
-		count, isConn = 0, false
-	}
-	for line := range strings.SplitSeq(string(profile), "\n") {
-		if n, _, ok := strings.Cut(line, " @ "); ok {
-			if c, err := strconv.Atoi(n); err == nil {
-				flush()
-				count = c
-				continue
-			}
-		}
-		for _, f := range connFrames {
-			if strings.Contains(line, f) {
-				isConn = true
-			}
-		}
-	}
-	flush()
-	return total, conns
 }

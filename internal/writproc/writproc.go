@@ -176,8 +176,10 @@ type Options struct {
 	// DecisionLog is the decision log's path, when the config writes one
 	// (the config must name it itself; this only tells the Proc where it is).
 	DecisionLog string
-	// KeepLog keeps every log line (by default the last 4 MiB).
-	KeepLog bool
+	// Command, when set, builds the process from writ's arguments ("serve",
+	// "-config", path, ...) instead of running bin with them: a test binary
+	// that re-executes itself as writ (cmd/writ's tests) passes its own.
+	Command func(args []string) *exec.Cmd
 }
 
 // Start writes yaml to Dir/writ.yaml, runs `writ serve -config` on it and
@@ -193,7 +195,12 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 		t.Fatal(err)
 	}
 	p := &Proc{t: t, Dir: o.Dir, DecisionLog: o.DecisionLog, log: newLogBuffer(4 << 20), exited: make(chan struct{})}
-	p.cmd = exec.Command(bin, append([]string{"serve", "-config", path}, o.Args...)...)
+	args := append([]string{"serve", "-config", path}, o.Args...)
+	if o.Command != nil {
+		p.cmd = o.Command(args)
+	} else {
+		p.cmd = exec.Command(bin, args...)
+	}
 	p.cmd.Dir = o.Dir
 	p.cmd.Stdout = io.Discard
 	p.cmd.Stderr = p.log

@@ -54,6 +54,11 @@ type fwOptions struct {
 	// store replaces the store block (default: a file store in the test's
 	// directory).
 	store string
+	// slow puts the seed's slow agent (working for this long, then done) in
+	// front instead of the sanctions agent.
+	slow time.Duration
+	// decisionLog writes the decision log to dir/decisions.jsonl (default off).
+	decisionLog bool
 }
 
 // reexec runs this test binary as writ with args (TestMain sees stChildEnv).
@@ -72,7 +77,12 @@ func startFaultWrit(t *testing.T, o fwOptions) *fwWrit {
 	if w.idp, err = devidp.New(dir, fwIssuer, fwAudience); err != nil {
 		t.Fatal(err)
 	}
-	if w.agent, err = seedagents.StartSanctions(); err != nil {
+	if o.slow > 0 {
+		w.agent, err = seedagents.StartSlow(seedagents.WithDelay(o.slow))
+	} else {
+		w.agent, err = seedagents.StartSanctions()
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.agent.Close() })
@@ -85,17 +95,21 @@ func startFaultWrit(t *testing.T, o fwOptions) *fwWrit {
 	if o.store == "" {
 		o.store = writproc.StoreSection(dir)
 	}
+	dlog, logPath := "decision_log: {output: 'off'}\n", ""
+	if o.decisionLog {
+		logPath = filepath.Join(dir, "decisions.jsonl")
+		dlog = fmt.Sprintf("decision_log: {output: '%s'}\n", logPath)
+	}
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0
 admin_pprof: true
 policies: ['%s']
-decision_log: {output: 'off'}
-%s%s%sagents:
+%s%s%s%sagents:
   - {name: sanctions-screening-agent, route: /, upstream: '%s', protocol: a2a, owner: compliance,
      tenants: [wholesale], max_data_classification: restricted, security_schemes: [oauth2],
      skills: [{id: screen, tags: [sanctions]}]}
-`, w.policies, o.identity, o.store, o.extra, w.agent.URL)
-	w.Proc = writproc.Start(t, "", yaml, writproc.Options{Dir: dir, Command: reexec})
+`, w.policies, dlog, o.identity, o.store, o.extra, w.agent.URL)
+	w.Proc = writproc.Start(t, "", yaml, writproc.Options{Dir: dir, Command: reexec, DecisionLog: logPath})
 	return w
 }
 

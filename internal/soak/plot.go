@@ -75,7 +75,7 @@ const (
 	marginL   = 70
 	marginR   = 20
 	titleH    = 24
-	axisH     = 26
+	axisH     = 36
 	fontScale = 2
 )
 
@@ -104,7 +104,8 @@ func RenderPNG(w io.Writer, title string, t []float64, panels []Panel) error {
 		label := trimFloat(tmax / div * float64(k) / 10)
 		text(img, x-len(label)*4, y+4, label, black)
 	}
-	text(img, marginL-56, y+4, "t ("+unit+")", black)
+	label := "t (" + unit + ")"
+	text(img, plotW-marginR-len(label)*8, y+18, label, black)
 	return png.Encode(w, img)
 }
 

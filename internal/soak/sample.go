@@ -56,6 +56,42 @@ func WriteCSV(w io.Writer, s []Sample) error {
 	return cw.Error()
 }
 
+// ReadCSV reads samples WriteCSV wrote, and the times (s) at which the
+// policy reload count went up.
+func ReadCSV(r io.Reader) ([]Sample, []float64, error) {
+	rows, err := csv.NewReader(r).ReadAll()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(rows) == 0 || strings.Join(rows[0], ",") != strings.Join(header, ",") {
+		return nil, nil, fmt.Errorf("not a soak CSV (header %v)", rows[0])
+	}
+	var out []Sample
+	var reloads []float64
+	for i, row := range rows[1:] {
+		var x Sample
+		fs := []*float64{&x.T, nil, nil, nil, &x.P50, &x.P99, &x.P999, &x.RSSMiB, nil, nil, nil, &x.StoreMiB}
+		is := map[int]*int{1: &x.Requests, 2: &x.Unexpected, 3: &x.Expected, 8: &x.Goroutines, 9: &x.FDs, 10: &x.StoreTasks,
+			12: &x.Pushed, 13: &x.Reloads, 14: &x.InFlight}
+		for j, v := range row {
+			if j < len(fs) && fs[j] != nil {
+				if *fs[j], err = strconv.ParseFloat(v, 64); err != nil {
+					return nil, nil, fmt.Errorf("row %d: %w", i+2, err)
+				}
+			} else if p, ok := is[j]; ok {
+				if *p, err = strconv.Atoi(v); err != nil {
+					return nil, nil, fmt.Errorf("row %d: %w", i+2, err)
+				}
+			}
+		}
+		if len(out) > 0 && x.Reloads > out[len(out)-1].Reloads {
+			reloads = append(reloads, x.T)
+		}
+		out = append(out, x)
+	}
+	return out, reloads, nil
+}
+
 // Percentile returns the p-th percentile (0..100) of sorted values, nearest
 // rank; 0 for none.
 func Percentile(sorted []float64, p float64) float64 {

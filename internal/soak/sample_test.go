@@ -71,4 +71,11 @@ func TestRenderPNG(t *testing.T) {
 	if lines := strings.Count(csv.String(), "\n"); lines != 91 {
 		t.Fatalf("%d CSV lines", lines)
 	}
+	back, reloads, err := ReadCSV(&csv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(back) != len(s) || back[89] != s[89] || len(reloads) != 4 || reloads[0] != 21 {
+		t.Fatalf("read back %d samples (%+v), reloads at %v", len(back), back[89], reloads)
+	}
 }

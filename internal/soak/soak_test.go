@@ -49,6 +49,10 @@ const (
 // and summary.md to $SOAK_OUT (default a temporary directory). See
 // package doc and README ("Soak").
 func TestSoak(t *testing.T) {
+	if dir := os.Getenv("SOAK_RENDER"); dir != "" {
+		render(t, dir)
+		return
+	}
 	spec := os.Getenv("SOAK")
 	if spec == "" {
 		t.Skip("SOAK is unset: `make soak` runs it for 30 minutes, `SOAK=60s make soak` for one")
@@ -156,6 +160,36 @@ func TestSoak(t *testing.T) {
 	t.Logf("soak written to %s\n%s", out, report)
 	for _, f := range sum.Failures {
 		t.Error(f)
+	}
+}
+
+// render draws dir/soak.png again from dir/soak.csv (SOAK_RENDER=dir), for a
+// run whose plot was drawn by an older renderer.
+func render(t *testing.T, dir string) {
+	f, err := os.Open(filepath.Join(dir, "soak.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	samples, reloads, err := ReadCSV(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := make([]float64, len(samples))
+	for i, s := range samples {
+		ts[i] = s.T
+	}
+	title := os.Getenv("SOAK_TITLE")
+	if title == "" {
+		title = "writ soak"
+	}
+	out, err := os.Create(filepath.Join(dir, "soak.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if err := RenderPNG(out, title, ts, Panels(samples, reloads)); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -2,8 +2,8 @@ package authz
 
 import (
 	"context"
-	"fmt"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"

@@ -199,10 +199,10 @@ func (h headerList) without(k string) headerList {
 
 // exchange is one request on its stream.
 type exchange struct {
-	e      *Envoy
-	stream grpc.BidiStreamingClient[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]
-	w      http.ResponseWriter
-	first  bool
+	e                 *Envoy
+	stream            grpc.BidiStreamingClient[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]
+	w                 http.ResponseWriter
+	first             bool
 	reqMode, respMode modev3.ProcessingMode_BodySendMode
 }
 

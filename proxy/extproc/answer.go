@@ -3,6 +3,7 @@ package extproc
 import (
 	"bytes"
 	"fmt"
+	"net/http"
 	"strconv"
 
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -151,11 +152,17 @@ func (a *blindAnswer) end()         {}
 func (a *blindAnswer) close()       {}
 func (a *blindAnswer) invalid() int { return 0 }
 
-// replace is an answer of writ's in place of the agent's: status, headers and
-// body. The status and headers apply while Envoy still holds the answer's
-// headers (BUFFERED, or the headers phase); in STREAMED mode they are gone
-// downstream and only the body is replaced.
+// replace is writ's refusal in place of the agent's answer: status, headers
+// and body. The refusals Plan.Answer makes are the agent's fault (an answer
+// too large or unreadable: 502) or the store's (503); as for every refusal
+// in Envoy mode, a JSON-RPC error the sidecar sends on 200 gets the status of
+// its fault, here 502. The status and headers apply while Envoy still holds
+// the answer's headers (BUFFERED, or the headers phase); in STREAMED mode
+// they are gone downstream and only the body is replaced.
 func replace(r wire.Rendered) *extprocv3.CommonResponse {
+	if r.Status < 300 {
+		r.Status = http.StatusBadGateway
+	}
 	mut := &extprocv3.HeaderMutation{SetHeaders: contentLength(len(r.Body))}
 	mut.SetHeaders = append(mut.SetHeaders, setHeader(":status", strconv.Itoa(r.Status)))
 	if r.ContentType != "" {

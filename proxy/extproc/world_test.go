@@ -25,6 +25,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/internal/syncbuf"
@@ -61,20 +62,49 @@ func extprocDoor(name string, mode func(*extproctest.Envoy)) door {
 // through one door. Every world is new: scenarios through two doors start
 // from the same state and are compared.
 type world struct {
-	t        testing.TB
-	door     door
-	cfg      *config.Config
-	core     *proxy.Core
-	store    *recStore
-	idp      *devidp.Provider
-	url      string
-	ext      *extproc.Server
-	logs     *syncbuf.Buffer
-	rcv      *receiver
-	agents   map[string]*seedagents.Agent
-	lister   *fakeAgent
-	bench    bool
-	normOnce sync.Once
+	t      testing.TB
+	door   door
+	cfg    *config.Config
+	core   *proxy.Core
+	store  *recStore
+	idp    *devidp.Provider
+	url    string
+	ext    *extproc.Server
+	logs   *syncbuf.Buffer
+	rcv    *receiver
+	agents map[string]*seedagents.Agent
+	lister *fakeAgent
+	served *servedSink
+}
+
+// servedSink records the requests each door reports answered.
+type servedSink struct {
+	events.Nop
+	mu   sync.Mutex
+	reqs []events.Request
+}
+
+func (s *servedSink) Served(e events.Request) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, e)
+	s.mu.Unlock()
+}
+
+// wait returns the events once n were reported (a stream reports when Envoy
+// closes it, just after the caller has its answer).
+func (s *servedSink) wait(t testing.TB, n int) []events.Request {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for len(s.list()) < n && time.Now().Before(deadline) {
+		time.Sleep(2 * time.Millisecond)
+	}
+	return s.list()
+}
+
+func (s *servedSink) list() []events.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]events.Request(nil), s.reqs...)
 }
 
 // fakeAgent is an A2A 1.0 JSON-RPC agent whose answers the test writes.
@@ -262,7 +292,7 @@ func newWorld(t testing.TB, d door, mutate func(*config.Config)) *world {
 		t.Cleanup(func() { a.Close() })
 		return a
 	}
-	w := &world{t: t, door: d, logs: &syncbuf.Buffer{}, rcv: newReceiver(t), agents: map[string]*seedagents.Agent{
+	w := &world{t: t, door: d, logs: &syncbuf.Buffer{}, rcv: newReceiver(t), served: &servedSink{}, agents: map[string]*seedagents.Agent{
 		"sanctions": start(seedagents.StartSanctions),
 		"clarifier": start(seedagents.StartClarifier),
 		"slow":      start(seedagents.StartSlow, seedagents.WithDelay(300*time.Millisecond)),
@@ -323,7 +353,8 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	t.Cleanup(func() { _ = deliverer.Close(context.Background()) })
 	log := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	if w.core, err = proxy.New(w.cfg, proxy.Deps{Identity: ident, Engine: engine, Store: w.store, Logger: log, Push: deliverer}); err != nil {
+	if w.core, err = proxy.New(w.cfg, proxy.Deps{Identity: ident, Engine: engine, Store: w.store, Logger: log, Push: deliverer,
+		Events: w.served}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.core.Close)

@@ -203,6 +203,7 @@ type exchange struct {
 	stream            grpc.BidiStreamingClient[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]
 	w                 http.ResponseWriter
 	first             bool
+	wrote             bool // the answer's head went to the client
 	reqMode, respMode modev3.ProcessingMode_BodySendMode
 }
 
@@ -244,7 +245,8 @@ func (x *exchange) call(req *extprocv3.ProcessingRequest) (*extprocv3.Processing
 }
 
 // failed is Envoy's answer when the processor failed (failure_mode_allow:
-// false, status_on_error 500).
+// false, status_on_error 500). Once the answer's head went to the client,
+// the client's stream is reset instead.
 func failed(w http.ResponseWriter, err error) {
 	w.Header().Set("X-Test-Details", "ext_proc_error: "+err.Error())
 	w.WriteHeader(http.StatusInternalServerError)
@@ -263,6 +265,9 @@ func (e *Envoy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	x := &exchange{e: e, stream: stream, w: w, first: true}
 	x.reqMode, x.respMode = e.modes()
 	if err := x.serve(ctx, r); err != nil && !errors.Is(err, errImmediate) {
+		if x.wrote {
+			panic(http.ErrAbortHandler) // reset the client's stream
+		}
 		failed(w, err)
 	}
 }
@@ -482,6 +487,7 @@ func (x *exchange) answer(resp *http.Response) error {
 }
 
 func (x *exchange) writeHead(h headerList) {
+	x.wrote = true
 	code := http.StatusOK
 	for _, kv := range h {
 		if kv.k == ":status" {

@@ -386,6 +386,9 @@ func TestExtProcMode(t *testing.T) {
 			t.Errorf("request_attributes %v miss %s, which writ reads", ep.GetRequestAttributes(), a)
 		}
 	}
+	if !slices.Contains(ep.GetResponseAttributes(), extproc.AttrCodeDetails) {
+		t.Errorf("response_attributes %v miss %s, which writ reads", ep.GetResponseAttributes(), extproc.AttrCodeDetails)
+	}
 	// jwt_authn: before ext_proc, its namespace forwarded, its issuers trusted.
 	j := cfg.Envoy.JWTAuthn
 	if p.jwt == nil || j == nil || slices.Index(p.filters, "envoy.filters.http.jwt_authn") > slices.Index(p.filters, "envoy.filters.http.ext_proc") {

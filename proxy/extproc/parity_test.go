@@ -3,12 +3,14 @@ package extproc_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/extproc/extproctest"
 	"github.com/writ-authz/writ/task"
 )
@@ -137,6 +139,18 @@ var scenarios = []scenario{
 			if err := json.Unmarshal(r.rpc(t).Result, &res); err != nil || len(res.Tasks) != 1 || res.Tasks[0].ID != c.want || res.TotalSize != 1 {
 				t.Errorf("list: %d %s", r.status, r.body)
 			}
+		}
+	}},
+	{name: "agent down", run: func(t *testing.T, w *world, tr *transcript) {
+		inv := w.token(investigator)
+		tr.add("send", w.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("Screen", nil)}))
+		r := tr.add("send to an agent that is down", w.rpc("/down/", inv, "", "message/send", map[string]any{"message": msg03("Screen", nil)}))
+		if a := r.rpc(t); r.status != http.StatusBadGateway || a.Error == nil || !strings.Contains(a.Error.Message, "could not be reached") {
+			t.Errorf("%d %s", r.status, r.body)
+		}
+		evs := w.served.wait(t, 2)
+		if len(evs) < 2 || evs[1].UpstreamFailure != events.UpstreamUnavailable {
+			t.Errorf("events %+v", evs)
 		}
 	}},
 	{name: "stream", streams: true, run: func(t *testing.T, w *world, tr *transcript) {

@@ -35,6 +35,12 @@ const (
 	AttrPeerURISAN    = "connection.uri_san_peer_certificate"
 )
 
+// AttrCodeDetails is the response attribute (response_attributes) that tells
+// an agent's answer ("via_upstream") from Envoy's own answer when the agent
+// could not be reached or was too slow, which writ replaces by the
+// protocol-shaped failure the sidecar answers.
+const AttrCodeDetails = "response.code_details"
+
 // errNoBody: the request has a body Envoy will not show writ whole
 // (request_body_mode is not BUFFERED). It is refused: nothing is decided on a
 // body writ did not read, and nothing undecided reaches the agent.
@@ -326,6 +332,9 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 	hdr, pseudo := envoyreq.Headers(h.GetHeaders())
 	code, _ := strconv.Atoi(pseudo[":status"])
 	st.ev.Status, st.ev.Upstream = code, time.Since(st.sent)
+	if d := st.attr(AttrCodeDetails); d != "" && d != "via_upstream" && code >= 500 {
+		return st.upstreamFailed(d), nil
+	}
 	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(proxy.DecisionHeader, st.out.DecisionID)}}
 	want := modev3.ProcessingMode_BUFFERED
 	if isEventStream(hdr.Get("Content-Type")) {
@@ -353,6 +362,22 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 	resp.Response = &extprocv3.ProcessingResponse_ResponseHeaders{ResponseHeaders: &extprocv3.HeadersResponse{
 		Response: &extprocv3.CommonResponse{HeaderMutation: mut}}}
 	return resp, nil
+}
+
+// upstreamFailed replaces Envoy's own answer for an agent it could not reach
+// (or that did not answer in time) by the sidecar's: the protocol-shaped
+// failure, with writ's decision id.
+func (st *stream) upstreamFailed(details string) *extprocv3.ProcessingResponse {
+	kind, what, failure := task.KindUpstreamUnavailable, "the agent could not be reached", events.UpstreamUnavailable
+	if strings.Contains(details, "timeout") {
+		kind, what, failure = task.KindUpstreamTimeout, "the agent did not answer in time", events.UpstreamTimeout
+	}
+	st.s.log.Warn("upstream request failed", "agent", st.out.Route, "envoy", details)
+	r := st.plan.Fail(task.NewFault(kind, what))
+	st.ev.UpstreamFailure, st.ev.Status = failure, r.Status
+	common := replace(r)
+	common.Status = extprocv3.CommonResponse_CONTINUE_AND_REPLACE
+	return headersResponse(common)
 }
 
 // responseBody passes one chunk of the answer's body through the answer.

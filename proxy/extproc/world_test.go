@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -315,7 +316,7 @@ limits: {upstream_timeout: 5s, stream_idle_timeout: 10s}
 identity:
   jwt: [{issuer: %s, audiences: [writ], jwks_file: '%s'}]
 agents:
-%s%s%s%s  - {name: kyc-refresh-agent, route: /kyc, upstream: '%s', protocol: a2a, owner: retail-onboarding,
+%s%s%s%s%s  - {name: kyc-refresh-agent, route: /kyc, upstream: '%s', protocol: a2a, owner: retail-onboarding,
      tenants: [retail], max_data_classification: confidential, security_schemes: [oauth2],
      skills: [{id: refresh, tags: [kyc, compliance]}]}
 envoy: {ext_proc_listen: '127.0.0.1:0'}
@@ -324,6 +325,7 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 		agent("sanctions-clarifier", "/clarifier", w.agents["clarifier"].URL),
 		agent("sanctions-slow", "/slow", w.agents["slow"].URL),
 		agent("sanctions-lister", "/lister", w.lister.srv.URL),
+		agent("sanctions-down", "/down", closedPort(t)),
 		w.agents["kyc"].URL)
 	if w.cfg, err = config.Parse([]byte(yaml)); err != nil {
 		t.Fatal(err)
@@ -392,6 +394,17 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
 	return w
+}
+
+// closedPort is the URL of a port nothing listens on (an agent that is down).
+func closedPort(t testing.TB) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
 }
 
 // caller describes who a test token speaks for.

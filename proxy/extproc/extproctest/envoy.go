@@ -427,15 +427,21 @@ func (x *exchange) forward(ctx context.Context, reqH headerList, body []byte) er
 	out.ContentLength = int64(len(body))
 	resp, err := e.client().Do(out)
 	if err != nil {
-		x.w.WriteHeader(http.StatusServiceUnavailable) // Envoy's own answer; no upstream phase
-		return nil
+		// Envoy's own answer (a local reply), which goes through the
+		// encoder filters, ext_proc included, like the agent's would.
+		msg := "upstream connect error or disconnect/reset before headers. reset reason: connection failure"
+		resp = &http.Response{StatusCode: http.StatusServiceUnavailable, ContentLength: int64(len(msg)),
+			Header: http.Header{"Content-Type": {"text/plain"}, "Content-Length": {strconv.Itoa(len(msg))}},
+			Body:   io.NopCloser(strings.NewReader(msg))}
+		return x.answer(resp, "upstream_reset_before_response_started{remote_connection_failure}")
 	}
 	defer resp.Body.Close()
-	return x.answer(resp)
+	return x.answer(resp, "via_upstream")
 }
 
-// answer shows the agent's answer to the processor and writes the result.
-func (x *exchange) answer(resp *http.Response) error {
+// answer shows the agent's answer (or Envoy's own, details says which:
+// response.code_details) to the processor and writes the result.
+func (x *exchange) answer(resp *http.Response, details string) error {
 	e := x.e
 	respH := headerList{{":status", strconv.Itoa(resp.StatusCode)}}
 	keys := make([]string, 0, len(resp.Header))
@@ -453,7 +459,9 @@ func (x *exchange) answer(resp *http.Response) error {
 	noBody := resp.ContentLength == 0 && !e.ResponseTrailers
 	if !e.SkipResponseHeaders {
 		pr, err := x.call(&extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_ResponseHeaders{
-			ResponseHeaders: &extprocv3.HttpHeaders{Headers: respH.proto(), EndOfStream: noBody}}})
+			ResponseHeaders: &extprocv3.HttpHeaders{Headers: respH.proto(), EndOfStream: noBody}},
+			Attributes: map[string]*structpb.Struct{"envoy.filters.http.ext_proc": {Fields: map[string]*structpb.Value{
+				"response.code_details": structpb.NewStringValue(details)}}}})
 		if err != nil {
 			return err
 		}

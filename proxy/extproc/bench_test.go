@@ -57,12 +57,17 @@ func benchStream(b *testing.B, w *world) []*extprocv3.ProcessingRequest {
 	}
 }
 
-// BenchmarkProcess is one allowed request and its JSON answer through one
-// ext_proc stream over loopback gRPC (decision cache warm): what writ adds
-// per request behind Envoy, both phases.
+// BenchmarkProcess is one allowed request (and its JSON answer) through one
+// ext_proc stream over loopback gRPC, decision cache warm: what writ adds per
+// request behind Envoy, the request phase alone and both phases.
 func BenchmarkProcess(b *testing.B) {
 	w := newWorld(b, deployment(), nil)
-	msgs := benchStream(b, w)
+	all := benchStream(b, w)
+	b.Run("request", func(b *testing.B) { benchProcess(b, w, all[:2]) })
+	b.Run("request+response", func(b *testing.B) { benchProcess(b, w, all) })
+}
+
+func benchProcess(b *testing.B, w *world, msgs []*extprocv3.ProcessingRequest) {
 	conn, err := grpc.NewClient("passthrough:///"+w.ext.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		b.Fatal(err)

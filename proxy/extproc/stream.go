@@ -375,6 +375,7 @@ func (st *stream) upstreamFailed(details string) *extprocv3.ProcessingResponse {
 	st.s.log.Warn("upstream request failed", "agent", st.out.Route, "envoy", details)
 	r := st.plan.Fail(task.NewFault(kind, what))
 	st.ev.UpstreamFailure, st.ev.Status = failure, r.Status
+	st.ans = &jsonAnswer{st: st, done: true} // Envoy sends no more of it; were it to, it is dropped
 	common := replace(r)
 	common.Status = extprocv3.CommonResponse_CONTINUE_AND_REPLACE
 	return headersResponse(common)

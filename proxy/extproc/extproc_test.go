@@ -292,3 +292,18 @@ func TestStreamAbandoned(t *testing.T) {
 		t.Errorf("%d streams outlived their request", n)
 	}
 }
+
+// TestTrailersCutUnfinishedEvent: when trailers end a stream, an event the
+// agent left unfinished (no blank line after it) cannot be passed on — a
+// trailers message carries no body — but it is observed: the store records
+// what the agent said. Every finished event reaches the caller.
+func TestTrailersCutUnfinishedEvent(t *testing.T) {
+	w := newWorld(t, extprocDoor("trailers", func(e *extproctest.Envoy) { e.ResponseTrailers = true }), nil)
+	r := w.rpc("/odd/", w.token(investigator), "1.0", "SendStreamingMessage", sendParams10)
+	if !strings.Contains(string(r.body), "artifactUpdate") || strings.Contains(string(r.body), "statusUpdate") {
+		t.Errorf("stream: %s", r.body)
+	}
+	if rec, ok, _ := w.store.Get(t.Context(), task.Ref{Agent: "sanctions-odd", ID: "t-odd"}); !ok || rec.Task.State != task.Succeeded {
+		t.Errorf("record %+v %v", rec, ok)
+	}
+}

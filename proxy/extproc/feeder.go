@@ -32,6 +32,7 @@ type feeder struct {
 	stopped  bool
 
 	cur []byte // the reader's current chunk (reader goroutine only)
+	eof bool   // the body ended (reader goroutine only): every later Read is io.EOF
 
 	mu     sync.Mutex
 	out    []byte
@@ -63,6 +64,11 @@ func newFeeder(ctx context.Context, p *proxy.Plan) *feeder {
 // Read is the relay's side: the current chunk, then a wait for the next.
 func (f *feeder) Read(p []byte) (int, error) {
 	for len(f.cur) == 0 {
+		if f.eof {
+			// The SSE reader reads again after the last event it completed
+			// at the end of the body.
+			return 0, io.EOF
+		}
 		select {
 		case f.want <- struct{}{}:
 		case <-f.stop:
@@ -71,6 +77,7 @@ func (f *feeder) Read(p []byte) (int, error) {
 		select {
 		case c, ok := <-f.chunks:
 			if !ok {
+				f.eof = true
 				return 0, io.EOF
 			}
 			f.cur = c

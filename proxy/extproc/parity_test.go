@@ -23,6 +23,9 @@ type scenario struct {
 	name string
 	// streams: the scenario's answers are SSE (run with every chunking).
 	streams bool
+	// differs names the Envoy modes under which the caller sees a documented
+	// difference (tested on its own), with why.
+	differs map[string]string
 	run     func(t *testing.T, w *world, tr *transcript)
 }
 
@@ -153,6 +156,20 @@ var scenarios = []scenario{
 			t.Errorf("events %+v", evs)
 		}
 	}},
+	{name: "odd stream", streams: true, differs: map[string]string{
+		"trailers, BUFFERED": "trailers end the stream and carry no body: the last event, which the agent left unfinished, is observed but cannot be passed on (TestTrailersCutUnfinishedEvent)"},
+		run: func(t *testing.T, w *world, tr *transcript) {
+			inv := w.token(investigator)
+			r := tr.add("stream", w.rpc("/odd/", inv, "1.0", "SendStreamingMessage", sendParams10))
+			if !strings.Contains(string(r.body), ": keep-alive") || strings.Contains(string(r.body), "not json") {
+				t.Errorf("stream: %s", r.body)
+			}
+			rec, ok, _ := w.store.Get(t.Context(), task.Ref{Agent: "sanctions-odd", ID: "t-odd"})
+			if !ok || rec.Task.State != task.Succeeded || len(rec.Task.Artifacts) != 1 {
+				t.Errorf("record after the stream: %+v %v", rec, ok)
+			}
+			tr.add("cancel the finished task", w.rpc("/odd/", inv, "1.0", "CancelTask", map[string]any{"id": "t-odd"}))
+		}},
 	{name: "stream", streams: true, run: func(t *testing.T, w *world, tr *transcript) {
 		inv := w.token(investigator)
 		r := tr.add("stream", w.rpc("/", inv, "", "message/stream", map[string]any{"message": msg03("Screen as you go", nil)}))
@@ -260,6 +277,9 @@ func TestLifecycleParity(t *testing.T) {
 			}
 			for _, r := range runs {
 				t.Run(r.name, func(t *testing.T) {
+					if why, ok := sc.differs[r.name]; ok {
+						t.Skip(why)
+					}
 					w := newWorld(t, door{name: "ext_proc", envoy: r.d()}, nil)
 					var tr transcript
 					sc.run(t, w, &tr)

@@ -316,7 +316,7 @@ limits: {upstream_timeout: 5s, stream_idle_timeout: 10s}
 identity:
   jwt: [{issuer: %s, audiences: [writ], jwks_file: '%s'}]
 agents:
-%s%s%s%s%s  - {name: kyc-refresh-agent, route: /kyc, upstream: '%s', protocol: a2a, owner: retail-onboarding,
+%s%s%s%s%s%s  - {name: kyc-refresh-agent, route: /kyc, upstream: '%s', protocol: a2a, owner: retail-onboarding,
      tenants: [retail], max_data_classification: confidential, security_schemes: [oauth2],
      skills: [{id: refresh, tags: [kyc, compliance]}]}
 envoy: {ext_proc_listen: '127.0.0.1:0'}
@@ -326,6 +326,7 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 		agent("sanctions-slow", "/slow", w.agents["slow"].URL),
 		agent("sanctions-lister", "/lister", w.lister.srv.URL),
 		agent("sanctions-down", "/down", closedPort(t)),
+		agent("sanctions-odd", "/odd", oddStreamer(t).srv.URL),
 		w.agents["kyc"].URL)
 	if w.cfg, err = config.Parse([]byte(yaml)); err != nil {
 		t.Fatal(err)
@@ -394,6 +395,30 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 	t.Cleanup(srv.Close)
 	w.url = srv.URL
 	return w
+}
+
+// oddStreamer answers an A2A 1.0 stream with what a proxy must pass on
+// exactly and observe anyway: a keep-alive comment, an id line, CRLF line
+// ends, an event that is not JSON, and a last event the agent does not end
+// with a blank line.
+func oddStreamer(t testing.TB) *fakeAgent {
+	return newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		if r.Method == http.MethodGet {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			": keep-alive\n\n",
+			"id: 1\r\ndata: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":{\"id\":\"t-odd\",\"contextId\":\"c-odd\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}}\r\n\r\n",
+			"data: not json\n\n",
+			"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"artifactUpdate\":{\"taskId\":\"t-odd\",\"contextId\":\"c-odd\",\"artifact\":{\"artifactId\":\"a-1\",\"name\":\"report\",\"parts\":[{\"text\":\"ok\"}]}}}}\n\n",
+			"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"statusUpdate\":{\"taskId\":\"t-odd\",\"contextId\":\"c-odd\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"}}}}",
+		} {
+			fmt.Fprint(w, ev)
+			w.(http.Flusher).Flush()
+		}
+	})
 }
 
 // closedPort is the URL of a port nothing listens on (an agent that is down).

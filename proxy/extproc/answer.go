@@ -50,7 +50,7 @@ func (a *jsonAnswer) chunk(data []byte, eos bool) *extprocv3.CommonResponse {
 		a.done, a.over, a.buf = true, a.over+1, nil
 		st.ev.UpstreamFailure = events.UpstreamBroken
 		st.s.log.Warn("the agent's answer exceeds envoy.max_response_bytes; refused", "agent", st.out.Route, "limit", st.s.maxResp)
-		return replace(p.Fail(task.NewFault(task.KindUpstreamInvalid,
+		return a.refuse(p.Fail(task.NewFault(task.KindUpstreamInvalid,
 			fmt.Sprintf("the agent's answer exceeds %d bytes", st.s.maxResp))))
 	}
 	if !eos && !a.whole() {
@@ -61,7 +61,7 @@ func (a *jsonAnswer) chunk(data []byte, eos bool) *extprocv3.CommonResponse {
 	body, refused := p.Answer(st.ctx, a.status, a.buf)
 	a.buf = nil
 	if refused != nil {
-		return replace(*refused)
+		return a.refuse(*refused)
 	}
 	if !a.held && bytes.Equal(body, data) {
 		return nil // passed on as the agent sent it
@@ -69,6 +69,14 @@ func (a *jsonAnswer) chunk(data []byte, eos bool) *extprocv3.CommonResponse {
 	return &extprocv3.CommonResponse{
 		HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: contentLength(len(body))},
 		BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}}
+}
+
+// refuse replaces the answer by writ's refusal r, and reports its status (in
+// STREAMED mode the caller got the agent's status with r's body).
+func (a *jsonAnswer) refuse(r wire.Rendered) *extprocv3.CommonResponse {
+	c := replace(r)
+	a.st.ev.Status = refusalStatus(r.Status)
+	return c
 }
 
 // end: trailers followed the last chunk. An answer writ held back chunk by
@@ -160,9 +168,7 @@ func (a *blindAnswer) invalid() int { return 0 }
 // the answer's headers (BUFFERED, or the headers phase); in STREAMED mode
 // they are gone downstream and only the body is replaced.
 func replace(r wire.Rendered) *extprocv3.CommonResponse {
-	if r.Status < 300 {
-		r.Status = http.StatusBadGateway
-	}
+	r.Status = refusalStatus(r.Status)
 	mut := &extprocv3.HeaderMutation{SetHeaders: contentLength(len(r.Body))}
 	mut.SetHeaders = append(mut.SetHeaders, setHeader(":status", strconv.Itoa(r.Status)))
 	if r.ContentType != "" {
@@ -173,4 +179,12 @@ func replace(r wire.Rendered) *extprocv3.CommonResponse {
 	}
 	return &extprocv3.CommonResponse{HeaderMutation: mut,
 		BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: r.Body}}}
+}
+
+// refusalStatus is the status of a refusal in place of an answer: never a 2xx.
+func refusalStatus(status int) int {
+	if status < 300 {
+		return http.StatusBadGateway
+	}
+	return status
 }

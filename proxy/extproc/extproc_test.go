@@ -239,7 +239,8 @@ func TestAnswerTooLarge(t *testing.T) {
 			if r.status != want {
 				t.Errorf("status %d, want %d", r.status, want)
 			}
-			if ev := w.served.wait(t, 1); len(ev) != 1 || ev[0].InvalidAnswers != 1 || ev[0].UpstreamFailure != events.UpstreamBroken {
+			if ev := w.served.wait(t, 1); len(ev) != 1 || ev[0].InvalidAnswers != 1 || ev[0].UpstreamFailure != events.UpstreamBroken ||
+				ev[0].Status != http.StatusBadGateway {
 				t.Errorf("events %+v", ev)
 			}
 		})

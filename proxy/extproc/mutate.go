@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"bytes"
 	"mime"
 	"net/http"
 	"sort"
@@ -102,6 +101,3 @@ func isEventStream(ct string) bool {
 	mt, _, err := mime.ParseMediaType(ct)
 	return err == nil && mt == "text/event-stream"
 }
-
-// bytesEqual treats nil and empty alike.
-func bytesEqual(a, b []byte) bool { return bytes.Equal(a, b) }

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -64,11 +65,10 @@ type stream struct {
 	plan    *proxy.Plan // Forward only
 	sent    time.Time   // when the request went on to the agent
 
-	headersSeen bool   // the answer's headers
-	overrode    bool   // writ asked for another response body mode
-	ans         answer // the answer's body, by kind
-	ev          events.Request
-	reported    bool
+	overrode bool   // writ asked for another response body mode
+	ans      answer // the answer's body, by kind
+	ev       events.Request
+	reported bool
 }
 
 // answer consumes the body of the agent's answer, chunk by chunk.
@@ -258,7 +258,7 @@ func (st *stream) decide(onBody bool, received []byte) *extprocv3.ProcessingResp
 		return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestHeaders{
 			RequestHeaders: &extprocv3.HeadersResponse{Response: common}}}
 	}
-	if !bytesEqual(p.Body, received) {
+	if !bytes.Equal(p.Body, received) { // nil and empty alike
 		// The push config writ keeps itself is not the agent's to see.
 		common.BodyMutation = &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: p.Body}}
 		mut.SetHeaders = append(mut.SetHeaders, setHeader("content-length", strconv.Itoa(len(p.Body))))
@@ -328,7 +328,6 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		}
 		return headersResponse(nil), nil
 	}
-	st.headersSeen = true
 	hdr, pseudo := envoyreq.Headers(h.GetHeaders())
 	code, _ := strconv.Atoi(pseudo[":status"])
 	st.ev.Status, st.ev.Upstream = code, time.Since(st.sent)

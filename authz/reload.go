@@ -97,6 +97,12 @@ func (r *Reloader) Watch(ctx context.Context) error {
 		if err := addTree(w, root); err != nil {
 			return fmt.Errorf("watching %s: %w", p, err)
 		}
+		if info, err := os.Stat(root); err == nil && !info.IsDir() {
+			// A file: its directory is watched (addTree), and every change
+			// there counts (a ConfigMap volume swaps ..data, not the file's
+			// link).
+			root = filepath.Dir(root)
+		}
 		if parent := filepath.Dir(root); parent != root {
 			if err := w.Add(parent); err != nil {
 				r.log.Warn("policy watcher cannot watch the policy directory's parent; a directory replaced whole is seen on SIGHUP only",

@@ -276,16 +276,13 @@ func needsAnswer(op task.Operation) bool { return op == task.OpList || op == tas
 // 200 as A2A servers do, gets the status the REST binding gives its fault,
 // so Envoy's access log and stats see a refusal.
 func (st *stream) immediate(out proxy.Outcome) *extprocv3.ProcessingResponse {
-	code := out.Answer.Status
+	code := out.EnvoyStatus()
 	details := "writ_served"
 	switch out.Kind {
 	case proxy.Refuse:
 		details = "writ_refused"
 		if out.Fault != nil {
 			details += ":" + string(out.Fault.Kind)
-			if code < 300 {
-				code = wire.HTTPStatus(out.Fault.Kind)
-			}
 		}
 	case proxy.NotFound:
 		details = "writ_not_found"

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"sort"
@@ -35,6 +36,9 @@ import (
 // prefix replaced by the upstream's own path (Envoy's prefix_rewrite), as
 // writ maps an agent's route onto its upstream.
 type Route struct {
+	// Hosts are the virtual host's domains (exact, or "*.suffix"); empty:
+	// any host. A route whose hosts match the request is preferred.
+	Hosts    []string
 	Prefix   string
 	Upstream string
 }
@@ -377,10 +381,31 @@ func mutate(m *extprocv3.BodyMutation, body []byte) []byte {
 	return body
 }
 
-// route finds the upstream URL for a request path (longest prefix).
-func (e *Envoy) route(path string) (string, bool) {
+// route finds the upstream URL for a request: the routes of the virtual
+// hosts matching its host (else those with no hosts), then the longest prefix.
+func (e *Envoy) route(host, path string) (string, bool) {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(host)
+	matches := func(rt Route) bool {
+		for _, d := range rt.Hosts {
+			d = strings.ToLower(d)
+			if d == host || (strings.HasPrefix(d, "*.") && strings.HasSuffix(host, d[1:])) {
+				return true
+			}
+		}
+		return false
+	}
+	named := false
+	for _, rt := range e.Routes {
+		named = named || matches(rt)
+	}
 	best := -1
 	for i, rt := range e.Routes {
+		if named != matches(rt) || (!named && len(rt.Hosts) > 0) {
+			continue
+		}
 		if strings.HasPrefix(path, rt.Prefix) && (best < 0 || len(rt.Prefix) > len(e.Routes[best].Prefix)) {
 			best = i
 		}
@@ -405,7 +430,7 @@ func (x *exchange) forward(ctx context.Context, reqH headerList, body []byte) er
 	e := x.e
 	target := reqH.get(":path")
 	path, query, _ := strings.Cut(target, "?")
-	u, ok := e.route(path)
+	u, ok := e.route(reqH.get(":authority"), path)
 	if !ok {
 		x.w.WriteHeader(http.StatusNotFound)
 		return nil

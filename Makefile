@@ -55,10 +55,11 @@ run: deps
 bench: deps
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 
-# ext_authz under load: writ pinned to CPU 0, ghz to CPU 1, against an
-# always-allow baseline in the same run (installs ghz on first use).
+# ext_authz and ext_proc under load: writ pinned to CPU 0, ghz to CPU 1, against
+# an always-allow baseline in the same run (installs ghz on first use).
 bench-envoy: deps
 	bash bench/extauthz.sh
+	bash bench/extproc.sh
 
 # The static checks: formatting, vet, the Rego checks and golangci-lint
 # (.golangci.yml).

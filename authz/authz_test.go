@@ -3,6 +3,7 @@ package authz
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -479,4 +480,55 @@ func writeFile(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWatchReplacedDirectory: a policy directory replaced whole (the old one
+// renamed away, a new one renamed into its place) is reloaded, and so are
+// later edits inside the new one.
+func TestWatchReplacedDirectory(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "policies")
+	if err := os.Rename(copyPolicies(t), dir); err != nil {
+		t.Fatal(err)
+	}
+	p, err := LoadPolicy(context.Background(), []string{dir}, LoadOptions{SkipTests: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _ := NewEngine(p, Options{})
+	r := NewReloader(e, []string{dir}, LoadOptions{SkipTests: true}, nil)
+	r.Debounce = 10 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Watch(ctx) }()
+	defer func() { cancel(); <-done }()
+	waitRevision := func(what string, old string, change func()) string {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for e.Policy().Revision == old && time.Now().Before(deadline) {
+			change()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if e.Policy().Revision == old {
+			t.Fatalf("%s was not picked up", what)
+		}
+		return e.Policy().Revision
+	}
+	// Wait until the watcher is up: an edit in place.
+	rev := waitRevision("an edit", p.Revision, func() { setData(t, dir, `"ownership": "agent"`, `"ownership": "tenant"`) })
+	// The swap: a copy with a change is renamed into the directory's place.
+	n := 0
+	rev = waitRevision("the replaced directory", rev, func() {
+		n++
+		next := copyPolicies(t)
+		setData(t, next, `"ownership": "agent"`, `"ownership": "agent_and_user"`)
+		if err := os.Rename(dir, filepath.Join(base, fmt.Sprintf("old%d", n))); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(next, dir); err != nil {
+			t.Fatal(err)
+		}
+	})
+	// An edit inside the new directory.
+	waitRevision("an edit in the new directory", rev, func() { setData(t, dir, `"ownership": "agent_and_user"`, `"ownership": "tenant"`) })
 }

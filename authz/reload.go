@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -80,17 +81,35 @@ func (r *Reloader) Last() ReloadResult { return *r.last.Load() }
 func (r *Reloader) Counts() (ok, failed uint64) { return r.ok.Load(), r.fail.Load() }
 
 // Watch reloads whenever a file under the policy paths changes, until ctx ends.
-// New subdirectories are watched as they appear.
+// New subdirectories are watched as they appear, and so is a policy directory
+// replaced whole (renamed away and another put in its place, as a deployment
+// that swaps directories does): the parent of each path is watched too, and
+// its events about anything but the policy paths are ignored.
 func (r *Reloader) Watch(ctx context.Context) error {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching policies: %w", err)
 	}
 	defer w.Close()
+	var roots []string
 	for _, p := range r.paths {
-		if err := addTree(w, p); err != nil {
+		root := filepath.Clean(p)
+		if err := addTree(w, root); err != nil {
 			return fmt.Errorf("watching %s: %w", p, err)
 		}
+		if info, err := os.Stat(root); err == nil && !info.IsDir() {
+			// A file: its directory is watched (addTree), and every change
+			// there counts (a ConfigMap volume swaps ..data, not the file's
+			// link).
+			root = filepath.Dir(root)
+		}
+		if parent := filepath.Dir(root); parent != root {
+			if err := w.Add(parent); err != nil {
+				r.log.Warn("policy watcher cannot watch the policy directory's parent; a directory replaced whole is seen on SIGHUP only",
+					"dir", parent, "error", err)
+			}
+		}
+		roots = append(roots, root)
 	}
 	var timer *time.Timer
 	fire := make(chan struct{}, 1)
@@ -105,9 +124,14 @@ func (r *Reloader) Watch(ctx context.Context) error {
 			if !ok {
 				return nil
 			}
+			if !under(roots, ev.Name) {
+				continue // a sibling in a watched parent
+			}
 			if ev.Op&fsnotify.Create != 0 {
 				if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
-					_ = addTree(w, ev.Name)
+					if err := addTree(w, ev.Name); err != nil {
+						r.log.Warn("policy watcher cannot watch a new directory", "dir", ev.Name, "error", err)
+					}
 				}
 			}
 			if timer != nil {
@@ -128,6 +152,17 @@ func (r *Reloader) Watch(ctx context.Context) error {
 			_ = r.Reload(ctx)
 		}
 	}
+}
+
+// under reports whether name is one of roots or lies below one.
+func under(roots []string, name string) bool {
+	name = filepath.Clean(name)
+	for _, root := range roots {
+		if name == root || strings.HasPrefix(name, root+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
 }
 
 // addTree watches a directory and every directory below it (or a single file's

@@ -57,8 +57,9 @@ type Config struct {
 	AdminPprof bool `yaml:"admin_pprof"`
 }
 
-// Envoy configures Envoy mode: the ext_authz v3 servers that make the sidecar's
-// decisions for an Envoy in front of the agents (README "Envoy mode").
+// Envoy configures Envoy mode: the ext_authz v3 servers and the ext_proc server
+// that make the sidecar's decisions for an Envoy in front of the agents (README
+// "Envoy mode").
 type Envoy struct {
 	// GRPCListen is the address of the gRPC ext_authz server
 	// (envoy.service.auth.v3.Authorization/Check); empty is off.
@@ -90,6 +91,31 @@ type Envoy struct {
 	JWTAuthn *JWTAuthn `yaml:"jwt_authn"`
 	// Reflection registers gRPC server reflection on the gRPC listener.
 	Reflection bool `yaml:"reflection"`
+	// ExtProcListen is the address of the ext_proc server
+	// (envoy.service.ext_proc.v3.ExternalProcessor/Process), which decides
+	// requests as ext_authz does and also sees the agent's answers; empty is
+	// off. It reads envoy.max_request_bytes and envoy.jwt_authn too.
+	ExtProcListen string `yaml:"ext_proc_listen"`
+	// MaxResponseBytes bounds a JSON answer writ holds to observe it through
+	// ext_proc (default DefaultMaxResponseBytes, at most MaxResponseBytesLimit);
+	// a larger answer is refused as the agent's fault (502). SSE streams are
+	// bounded per event (limits.max_event_bytes), not here.
+	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+}
+
+// DefaultMaxResponseBytes is envoy.max_response_bytes when unset.
+const DefaultMaxResponseBytes = 4 << 20
+
+// MaxResponseBytesLimit is the largest envoy.max_response_bytes: the
+// sidecar's own bound on an answer it reads whole (proxy.MaxAnswerBytes).
+const MaxResponseBytesLimit = 32 << 20
+
+// ResponseLimit is envoy.max_response_bytes, or its default when unset.
+func (e *Envoy) ResponseLimit() int64 {
+	if e.MaxResponseBytes > 0 {
+		return e.MaxResponseBytes
+	}
+	return DefaultMaxResponseBytes
 }
 
 // JWTAuthn names where Envoy's jwt_authn filter leaves verified claims
@@ -614,7 +640,8 @@ func (e *Envoy) applyDefaults() {
 }
 
 func (e *Envoy) validate(c *Config, bad func(key, format string, args ...any)) {
-	for key, addr := range map[string]string{"envoy.grpc_listen": e.GRPCListen, "envoy.http_listen": e.HTTPListen} {
+	for key, addr := range map[string]string{"envoy.grpc_listen": e.GRPCListen, "envoy.http_listen": e.HTTPListen,
+		"envoy.ext_proc_listen": e.ExtProcListen} {
 		if addr == "" {
 			continue
 		}
@@ -626,6 +653,14 @@ func (e *Envoy) validate(c *Config, bad func(key, format string, args ...any)) {
 	}
 	if e.GRPCListen != "" && e.GRPCListen == e.HTTPListen && !strings.HasSuffix(e.GRPCListen, ":0") {
 		bad("envoy.http_listen", "%q is already envoy.grpc_listen", e.HTTPListen)
+	}
+	if a := e.ExtProcListen; a != "" && !strings.HasSuffix(a, ":0") && (a == e.GRPCListen || a == e.HTTPListen) {
+		bad("envoy.ext_proc_listen", "%q is already an ext_authz listener", a)
+	}
+	if e.MaxResponseBytes < 0 {
+		bad("envoy.max_response_bytes", "must be positive")
+	} else if e.MaxResponseBytes > MaxResponseBytesLimit {
+		bad("envoy.max_response_bytes", "%d exceeds %d, the most writ holds of one answer", e.MaxResponseBytes, MaxResponseBytesLimit)
 	}
 	if p := e.HTTPPathPrefix; p != "" && (!strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/")) {
 		bad("envoy.http_path_prefix", "must start with / and not end with one, got %q", p)

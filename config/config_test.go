@@ -125,7 +125,7 @@ func TestEnvoy(t *testing.T) {
 	}
 	e := c.Envoy
 	if e.Enabled() || !e.ParsesBody() || e.MaxRequestBytes != 0 || e.BodyLimit(c.Limits) != c.Limits.MaxBodyBytes || e.DryRun || e.AllowPartialBody ||
-		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" {
+		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes {
 		t.Errorf("envoy defaults: %+v", e)
 	}
 	c, err = Parse([]byte(good + `envoy:
@@ -135,24 +135,32 @@ func TestEnvoy(t *testing.T) {
   max_request_bytes: 8192
   parse_body: false
   jwt_authn: {issuers: [https://idp.bank.ae]}
+  ext_proc_listen: 127.0.0.1:9193
+  max_response_bytes: 65536
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e = c.Envoy
-	if !e.Enabled() || e.ParsesBody() || e.BodyLimit(c.Limits) != 8192 || e.JWTAuthn.Namespace != DefaultJWTAuthnNamespace {
+	if !e.Enabled() || e.ParsesBody() || e.BodyLimit(c.Limits) != 8192 || e.JWTAuthn.Namespace != DefaultJWTAuthnNamespace ||
+		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 {
 		t.Errorf("envoy: %+v", e)
 	}
 	for key, section := range map[string]string{
-		"envoy.grpc_listen":                "envoy: {grpc_listen: '9191'}",
-		"envoy.http_listen: \"127.0.0.1:9": "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
-		"envoy.http_listen: \"127.0.0.1:8": "envoy: {http_listen: '127.0.0.1:8081'}",
-		"envoy.http_path_prefix":           "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
-		"envoy.max_request_bytes: 2097152": "envoy: {max_request_bytes: 2097152}",
-		"envoy.max_request_bytes: must":    "envoy: {max_request_bytes: -1}",
-		"envoy.jwt_authn.issuers":          "envoy: {jwt_authn: {namespace: x}}",
-		"envoy.jwt_authn.issuers[1]":       "envoy: {jwt_authn: {issuers: [a, '']}}",
-		"field grpc not found":             "envoy: {grpc: x}",
+		"envoy.grpc_listen":                    "envoy: {grpc_listen: '9191'}",
+		"envoy.http_listen: \"127.0.0.1:9":     "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
+		"envoy.http_listen: \"127.0.0.1:8":     "envoy: {http_listen: '127.0.0.1:8081'}",
+		"envoy.http_path_prefix":               "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
+		"envoy.max_request_bytes: 2097152":     "envoy: {max_request_bytes: 2097152}",
+		"envoy.max_request_bytes: must":        "envoy: {max_request_bytes: -1}",
+		"envoy.jwt_authn.issuers":              "envoy: {jwt_authn: {namespace: x}}",
+		"envoy.jwt_authn.issuers[1]":           "envoy: {jwt_authn: {issuers: [a, '']}}",
+		"field grpc not found":                 "envoy: {grpc: x}",
+		"envoy.ext_proc_listen: \"9193":        "envoy: {ext_proc_listen: '9193'}",
+		"envoy.ext_proc_listen: \"127.0.0.1:9": "envoy: {grpc_listen: '127.0.0.1:9191', ext_proc_listen: '127.0.0.1:9191'}",
+		"envoy.ext_proc_listen: \"127.0.0.1:8": "envoy: {ext_proc_listen: '127.0.0.1:8081'}",
+		"envoy.max_response_bytes: must":       "envoy: {max_response_bytes: -1}",
+		"envoy.max_response_bytes: 33554433":   "envoy: {max_response_bytes: 33554433}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -54,6 +54,16 @@ func TestACPAgent(t *testing.T) {
 	}
 	done := a.RunID
 
+	// Its past events, read back: the run stays completed, and the statuses
+	// it went through are history, not transitions (no protocol violation).
+	resp, body = h.do("GET", "/acp/runs/"+done+"/events", retail, nil, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), "run.created") {
+		t.Fatalf("run events: %d %s", resp.StatusCode, body)
+	}
+	if rec, _, _ := h.task(done); rec.Task.State != task.Succeeded || h.px.Stats().Violations.Load() != 0 {
+		t.Fatalf("after reading its events: %s, %d violations", rec.Task.State, h.px.Stats().Violations.Load())
+	}
+
 	// The investigator (wholesale, restricted data) is denied, in ACP's shape.
 	resp, body = h.do("POST", "/acp/runs", inv, run("sync"), nil)
 	a = decode(body)

@@ -13,7 +13,7 @@ import (
 
 // ParseResponse turns an upstream's whole (non-streaming) answer to req into
 // events: a Run becomes one EventTask, the {"events": [...]} of GET
-// /runs/{run_id}/events becomes one event list (as a stream would), a non-2xx
+// /runs/{run_id}/events becomes its artifacts and its last status, a non-2xx
 // ACP Error becomes one EventError, and agent listings, manifests and sessions say
 // nothing about a run's lifecycle (no events). A body that is none of these, or a
 // run with an unknown status, is an error (the caller treats the upstream as
@@ -52,7 +52,7 @@ func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, er
 			}
 			out = append(out, ev...)
 		}
-		return out, nil
+		return current(out), nil
 	}
 	if _, ok := o["run_id"]; ok {
 		t, err := runTask(o)
@@ -66,6 +66,25 @@ func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, er
 		return nil, nil
 	}
 	return nil, fmt.Errorf("upstream answer to %s is not an ACP run", req.Protocol.Method)
+}
+
+// current reduces a run's past events (GET /runs/{run_id}/events) to what
+// they say now: its artifacts and its last status. The statuses it went
+// through are history; replayed, they would move a finished run backwards.
+func current(evs []task.Event) []task.Event {
+	last := -1
+	for i, ev := range evs {
+		if ev.State != "" {
+			last = i
+		}
+	}
+	out := evs[:0:0]
+	for i, ev := range evs {
+		if ev.State == "" || i == last {
+			out = append(out, ev)
+		}
+	}
+	return out
 }
 
 // runEvents maps the run.* event types to their state and whether the stream

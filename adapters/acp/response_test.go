@@ -41,7 +41,7 @@ func TestParseResponseFixtures(t *testing.T) {
 		"run_resume":  taskEvent(done),
 		"run_async":   taskEvent(&task.Task{ID: runID2, ContextID: "e3a9f0b1-7c2d-4f6e-8a1b-2c3d4e5f6a7b", State: task.Queued}),
 		"run_cancel":  taskEvent(&task.Task{ID: runID, ContextID: sessionID, State: task.Running}),
-		"run_events":  fixtureEvents,
+		"run_events":  fixtureEvents[2:], // history: its artifacts and last status
 		"run_not_found": {{Kind: task.EventError, TaskID: missingID, Err: &task.Fault{Kind: task.KindTaskNotFound,
 			Message: "Run " + missingID + " not found", Code: 404}}},
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extauthz"
+	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
 )
@@ -44,6 +45,8 @@ type sidecar struct {
 	// envoy is the ext_authz servers (nil unless envoy.grpc_listen or
 	// envoy.http_listen is set); they share the proxy, engine and store.
 	envoy *extauthz.Server
+	// extproc is the ext_proc server (nil unless envoy.ext_proc_listen is set).
+	extproc *extproc.Server
 	// push delivers notifications (nil when push.disabled).
 	push *push.Deliverer
 	// dlog is the decision log; flushed on shutdown.
@@ -136,6 +139,11 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 			return nil, err
 		}
 	}
+	if cfg.Envoy.ExtProcListen != "" {
+		if err := sc.startExtProc(); err != nil {
+			return nil, err
+		}
+	}
 	go func() { _ = sc.srv.Serve(sc.ln) }()
 	go func() { _ = sc.admin.Serve(sc.adminLn) }()
 	if cfg.DryRun {
@@ -199,6 +207,9 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 	if sc.envoy != nil {
 		sc.envoy.Shutdown(ctx)
 	}
+	if sc.extproc != nil {
+		sc.extproc.Shutdown(ctx)
+	}
 	_ = sc.srv.Shutdown(ctx)
 	_ = sc.admin.Shutdown(ctx)
 	sc.core.Close()
@@ -230,6 +241,22 @@ func (sc *sidecar) startEnvoy() error {
 	}
 	sc.log.Info("Envoy mode: ext_authz is serving", "grpc", ext.GRPCAddr(), "http", ext.HTTPAddr(),
 		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "parse_body", sc.cfg.Envoy.ParsesBody())
+	return nil
+}
+
+// startExtProc opens the ext_proc listener (Envoy mode, requests and answers)
+// over the sidecar's proxy: one lifecycle store and push deliverer for both.
+func (sc *sidecar) startExtProc() error {
+	ext, err := extproc.New(sc.core, sc.ident, sc.cfg, sc.log)
+	if err != nil {
+		return err
+	}
+	if err := ext.Listen(); err != nil {
+		return err
+	}
+	sc.extproc = ext
+	sc.log.Info("Envoy mode: ext_proc is serving", "addr", ext.Addr(),
+		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "max_response_bytes", sc.cfg.Envoy.ResponseLimit())
 	return nil
 }
 

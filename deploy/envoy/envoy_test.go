@@ -1,7 +1,8 @@
-// Package envoy holds the Envoy deployment examples; this test keeps them honest
-// without an Envoy binary: each YAML is decoded into Envoy's own v3 protos
-// (unknown fields and wrong types fail), validated with the protos' generated
-// rules, and checked against writ.yaml beside it.
+// Package envoy holds the Envoy deployment examples (ext_proc, gRPC and HTTP
+// ext_authz); this test keeps them honest without an Envoy binary: each YAML
+// is decoded into Envoy's own v3 protos (unknown fields and wrong types fail),
+// validated with the protos' generated rules, and checked against writ.yaml
+// beside it.
 package envoy
 
 import (
@@ -17,7 +18,9 @@ import (
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/router/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
@@ -31,6 +34,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy/extauthz"
+	"github.com/writ-authz/writ/proxy/extproc"
 )
 
 // loadWrit loads writ.yaml exactly as `writ validate` does: config keys, identity
@@ -84,8 +88,10 @@ func loadEnvoy(t *testing.T, name string) *bootstrapv3.Bootstrap {
 
 // envoyParts are the pieces of a bootstrap the checks read.
 type envoyParts struct {
+	listener *listenerv3.Listener
 	hcm      *hcmv3.HttpConnectionManager
 	extAuthz *extauthzv3.ExtAuthz
+	extProc  *extprocv3.ExternalProcessor
 	jwt      *jwtv3.JwtAuthentication
 	clusters map[string]*clusterv3.Cluster
 	filters  []string
@@ -101,6 +107,7 @@ func parts(t *testing.T, b *bootstrapv3.Bootstrap) envoyParts {
 	if len(ls) != 1 || len(ls[0].GetFilterChains()) != 1 || len(ls[0].GetFilterChains()[0].GetFilters()) != 1 {
 		t.Fatal("want one listener with one filter chain and one network filter")
 	}
+	p.listener = ls[0]
 	p.hcm = &hcmv3.HttpConnectionManager{}
 	unpack(t, ls[0].GetFilterChains()[0].GetFilters()[0].GetTypedConfig(), p.hcm)
 	for _, f := range p.hcm.GetHttpFilters() {
@@ -109,13 +116,16 @@ func parts(t *testing.T, b *bootstrapv3.Bootstrap) envoyParts {
 		case "envoy.filters.http.ext_authz":
 			p.extAuthz = &extauthzv3.ExtAuthz{}
 			unpack(t, f.GetTypedConfig(), p.extAuthz)
+		case "envoy.filters.http.ext_proc":
+			p.extProc = &extprocv3.ExternalProcessor{}
+			unpack(t, f.GetTypedConfig(), p.extProc)
 		case "envoy.filters.http.jwt_authn":
 			p.jwt = &jwtv3.JwtAuthentication{}
 			unpack(t, f.GetTypedConfig(), p.jwt)
 		}
 	}
-	if p.extAuthz == nil {
-		t.Fatal("no ext_authz filter")
+	if p.extAuthz == nil && p.extProc == nil {
+		t.Fatal("neither an ext_authz nor an ext_proc filter")
 	}
 	return p
 }
@@ -166,9 +176,10 @@ func hostPort(t *testing.T, addr string) (string, int) {
 // and the body settings.
 func checkCommon(t *testing.T, p envoyParts, cfg *config.Config) {
 	t.Helper()
-	if p.filters[len(p.filters)-1] != "envoy.filters.http.router" {
-		t.Errorf("filters %v: the router must come last", p.filters)
+	if p.extAuthz == nil {
+		t.Fatal("no ext_authz filter")
 	}
+	checkRoute(t, p, cfg)
 	ea := p.extAuthz
 	if ea.GetFailureModeAllow() || ea.GetTransportApiVersion().String() != "V3" {
 		t.Errorf("ext_authz must fail closed and speak V3: %v", ea)
@@ -176,6 +187,15 @@ func checkCommon(t *testing.T, p envoyParts, cfg *config.Config) {
 	body := ea.GetWithRequestBody()
 	if int64(body.GetMaxRequestBytes()) != cfg.Envoy.BodyLimit(cfg.Limits) || !body.GetAllowPartialMessage() {
 		t.Errorf("with_request_body %v, writ envoy.max_request_bytes %d", body, cfg.Envoy.BodyLimit(cfg.Limits))
+	}
+}
+
+// checkRoute: the router comes last; the route, the agent's cluster and its
+// public host are writ's agents[0].
+func checkRoute(t *testing.T, p envoyParts, cfg *config.Config) {
+	t.Helper()
+	if p.filters[len(p.filters)-1] != "envoy.filters.http.router" {
+		t.Errorf("filters %v: the router must come last", p.filters)
 	}
 	agent := cfg.Agents[0]
 	vhs := p.hcm.GetRouteConfig().GetVirtualHosts()
@@ -280,5 +300,114 @@ func TestHTTPMode(t *testing.T) {
 		if !slices.Contains(upstream, h) {
 			t.Errorf("allowed_upstream_headers %v miss %s", upstream, h)
 		}
+	}
+}
+
+// TestEveryFile: every Envoy file here decodes into Envoy's own v3 bootstrap
+// and passes its validation rules, and names writ's clusters at writ's
+// listeners (a new file cannot escape the checks below).
+func TestEveryFile(t *testing.T) {
+	cfg := loadWrit(t)
+	files, _ := filepath.Glob("deploy/envoy/envoy*.yaml")
+	if len(files) < 3 {
+		t.Fatalf("only %v", files)
+	}
+	for _, f := range files {
+		p := parts(t, loadEnvoy(t, f))
+		checkRoute(t, p, cfg)
+		if p.extAuthz != nil && p.extProc != nil {
+			t.Errorf("%s runs ext_authz and ext_proc: ext_proc alone decides and sees answers (README)", f)
+		}
+	}
+}
+
+// TestExtProcMode: envoy-extproc.yaml streams each request and its answer to
+// writ's envoy.ext_proc_listen with the modes writ needs, fails closed,
+// never ignores writ's immediate responses, allows the one mode override
+// writ asks for, forwards the jwt_authn claims and the attributes writ reads,
+// and buffers no more than writ accepts.
+func TestExtProcMode(t *testing.T) {
+	cfg := loadWrit(t)
+	p := parts(t, loadEnvoy(t, "deploy/envoy/envoy-extproc.yaml"))
+	checkRoute(t, p, cfg)
+	ep := p.extProc
+	if ep == nil {
+		t.Fatal("no ext_proc filter")
+	}
+	cluster := ep.GetGrpcService().GetEnvoyGrpc().GetClusterName()
+	wantHost, wantPort := hostPort(t, cfg.Envoy.ExtProcListen)
+	if host, port := p.port(t, cluster); host != wantHost || port != wantPort {
+		t.Errorf("cluster %s at %s:%d, writ envoy.ext_proc_listen %s", cluster, host, port, cfg.Envoy.ExtProcListen)
+	}
+	opts := &httpv3.HttpProtocolOptions{}
+	unpack(t, p.clusters[cluster].GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"], opts)
+	if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+		t.Errorf("cluster %s must speak HTTP/2 (gRPC)", cluster)
+	}
+	if hc := p.clusters[cluster].GetHealthChecks(); len(hc) != 1 || hc[0].GetGrpcHealthCheck().GetServiceName() != "envoy.service.ext_proc.v3.ExternalProcessor" {
+		t.Errorf("health check %v", hc)
+	}
+	// Fail closed: writ down, slow or refusing is a refusal.
+	if ep.GetFailureModeAllow() || ep.GetDisableImmediateResponse() || ep.GetObservabilityMode() {
+		t.Errorf("ext_proc must fail closed and act on writ's answers: failure_mode_allow %v, disable_immediate_response %v, observability_mode %v",
+			ep.GetFailureModeAllow(), ep.GetDisableImmediateResponse(), ep.GetObservabilityMode())
+	}
+	if to := ep.GetMessageTimeout().AsDuration(); to <= 0 || to > 5e9 {
+		t.Errorf("message_timeout %v", to)
+	}
+	// The phases writ needs: request headers and the whole body; answers'
+	// headers and every body, STREAMED (SSE live) or BUFFERED.
+	m := ep.GetProcessingMode()
+	if m.GetRequestHeaderMode() == extprocv3.ProcessingMode_SKIP || m.GetResponseHeaderMode() == extprocv3.ProcessingMode_SKIP ||
+		m.GetRequestBodyMode() != extprocv3.ProcessingMode_BUFFERED ||
+		(m.GetResponseBodyMode() != extprocv3.ProcessingMode_STREAMED && m.GetResponseBodyMode() != extprocv3.ProcessingMode_BUFFERED) {
+		t.Errorf("processing_mode %v", m)
+	}
+	if ep.GetSendBodyWithoutWaitingForHeaderResponse() {
+		t.Error("send_body_without_waiting_for_header_response disables mode overrides")
+	}
+	// The override writ asks for: the other response body mode.
+	want := extprocv3.ProcessingMode_BUFFERED
+	if m.GetResponseBodyMode() == extprocv3.ProcessingMode_BUFFERED {
+		want = extprocv3.ProcessingMode_STREAMED
+	}
+	allowed := false
+	for _, o := range ep.GetAllowedOverrideModes() {
+		allowed = allowed || (o.GetResponseBodyMode() == want && o.GetRequestBodyMode() == m.GetRequestBodyMode() &&
+			o.GetRequestTrailerMode() == m.GetRequestTrailerMode() && o.GetResponseHeaderMode() == m.GetResponseHeaderMode() &&
+			o.GetResponseTrailerMode() == m.GetResponseTrailerMode())
+	}
+	if !ep.GetAllowModeOverride() || (len(ep.GetAllowedOverrideModes()) > 0 && !allowed) {
+		t.Errorf("allow_mode_override %v, allowed_override_modes %v: writ asks for response_body_mode %v", ep.GetAllowModeOverride(),
+			ep.GetAllowedOverrideModes(), want)
+	}
+	for _, a := range []string{extproc.AttrSourceAddress, extproc.AttrPeerURISAN} {
+		if !slices.Contains(ep.GetRequestAttributes(), a) {
+			t.Errorf("request_attributes %v miss %s, which writ reads", ep.GetRequestAttributes(), a)
+		}
+	}
+	if !slices.Contains(ep.GetResponseAttributes(), extproc.AttrCodeDetails) {
+		t.Errorf("response_attributes %v miss %s, which writ reads", ep.GetResponseAttributes(), extproc.AttrCodeDetails)
+	}
+	// jwt_authn: before ext_proc, its namespace forwarded, its issuers trusted.
+	j := cfg.Envoy.JWTAuthn
+	if p.jwt == nil || j == nil || slices.Index(p.filters, "envoy.filters.http.jwt_authn") > slices.Index(p.filters, "envoy.filters.http.ext_proc") {
+		t.Fatalf("jwt_authn must run before ext_proc: %v", p.filters)
+	}
+	if ns := ep.GetMetadataOptions().GetForwardingNamespaces().GetUntyped(); !slices.Contains(ns, j.Namespace) {
+		t.Errorf("metadata_options.forwarding_namespaces.untyped %v miss %s", ns, j.Namespace)
+	}
+	for name, prov := range p.jwt.GetProviders() {
+		if prov.GetPayloadInMetadata() == "" || !slices.Contains(j.Issuers, prov.GetIssuer()) {
+			t.Errorf("provider %s: issuer %q must be in writ envoy.jwt_authn.issuers and put its payload in metadata", name, prov.GetIssuer())
+		}
+	}
+	// What Envoy buffers is what writ accepts.
+	if got := int64(p.listener.GetPerConnectionBufferLimitBytes().GetValue()); got != cfg.Envoy.BodyLimit(cfg.Limits) {
+		t.Errorf("listener per_connection_buffer_limit_bytes %d, writ envoy.max_request_bytes %d", got, cfg.Envoy.BodyLimit(cfg.Limits))
+	}
+	agent := p.clusters[p.hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].GetRoute().GetCluster()]
+	if got := int64(agent.GetPerConnectionBufferLimitBytes().GetValue()); got != cfg.Envoy.ResponseLimit() {
+		t.Errorf("agent cluster per_connection_buffer_limit_bytes %d, writ envoy.max_response_bytes %d", got, cfg.Envoy.ResponseLimit())
 	}
 }

@@ -24,14 +24,16 @@ import (
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/extproc"
 )
 
 // TestFrontDoorParity runs the sidecar's scenarios — allowed and denied sends,
 // an anonymous one, a card visible and hidden, writ's directory and the ACP
 // agent listing — through every front door: the sidecar's listener, gRPC
-// ext_authz and HTTP ext_authz, each with the caller identified the way that
-// door sees it (a bearer token; Envoy's jwt_authn claims; an mTLS certificate
-// Envoy verified). Every door must give the caller the same answer.
+// ext_authz, HTTP ext_authz and ext_proc (behind a fake Envoy that forwards
+// to the agents), each with the caller identified the way that door sees it
+// (a bearer token; Envoy's jwt_authn claims; an mTLS certificate Envoy
+// verified). Every door must give the caller the same answer.
 func TestFrontDoorParity(t *testing.T) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	id, _ := url.Parse("spiffe://bank.ae/agents/mapped-investigator")
@@ -46,7 +48,7 @@ func TestFrontDoorParity(t *testing.T) {
 	if err := os.WriteFile(mapping, []byte(id.String()+": {agent_id: payments-investigator, tenant: wholesale, scopes: [delegate]}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	w := newWorldMapped(t, "envoy: {grpc_listen: '127.0.0.1:0', http_listen: '127.0.0.1:0', jwt_authn: {issuers: ["+testIssuer+"]}}\n", mapping)
+	w := newWorldMapped(t, "envoy: {grpc_listen: '127.0.0.1:0', http_listen: '127.0.0.1:0', ext_proc_listen: '127.0.0.1:0', jwt_authn: {issuers: ["+testIssuer+"]}}\n", mapping)
 	tok := w.token(investigator)
 	claims := w.claims(investigator)
 
@@ -89,6 +91,18 @@ func TestFrontDoorParity(t *testing.T) {
 		}},
 		{"http bearer", "token", func(r req) answer { return httpAnswer(w.viaHTTP(bearer(r), "")) }},
 	}
+	claimSet, err := structpb.NewStruct(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extBearer := w.extProcDoor(nil, nil)
+	extJWT := w.extProcDoor(&corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{
+		"envoy.filters.http.jwt_authn": {Fields: map[string]*structpb.Value{"idp": structpb.NewStructValue(claimSet)}}}}, nil)
+	extMTLS := w.extProcDoor(nil, map[string]*structpb.Value{extproc.AttrPeerURISAN: structpb.NewStringValue(id.String())})
+	doors = append(doors,
+		door{"ext_proc bearer", "token", func(r req) answer { return sidecarAnswerVia(w, extBearer, bearer(r)) }},
+		door{"ext_proc jwt_authn", "token", func(r req) answer { return sidecarAnswerVia(w, extJWT, r) }},
+		door{"ext_proc mTLS", "mtls", func(r req) answer { return sidecarAnswerVia(w, extMTLS, r) }})
 	get := func(path string) req { return req{method: "GET", path: path, header: map[string]string{}} }
 	scenarios := []struct {
 		name string
@@ -148,7 +162,7 @@ func TestFrontDoorParity(t *testing.T) {
 	}
 	// Anonymous: one UNAUTHENTICATED, through every door that can be anonymous.
 	anon := []answer{sidecarAnswer(w, post("/", "", sendBody("x"))), checkAnswer(w.check(checkRequest(post("/", "", sendBody("x"))))),
-		httpAnswer(w.viaHTTP(post("/", "", sendBody("x")), ""))}
+		httpAnswer(w.viaHTTP(post("/", "", sendBody("x")), "")), sidecarAnswerVia(w, extBearer, post("/", "", sendBody("x")))}
 	for i, a := range anon {
 		if a.status != 401 || !slices.Contains(reasons(a.body), "UNAUTHENTICATED") || normal(a.body) != normal(anon[0].body) {
 			t.Errorf("anonymous door %d: %d %s", i, a.status, a.body)
@@ -176,7 +190,11 @@ func outcomeAnswer(out proxy.Outcome) answer {
 
 // sidecarAnswer sends r through the sidecar; a request the agent received is
 // "forwarded" (its answer is the agent's, not the door's).
-func sidecarAnswer(w *world, r req) answer {
+func sidecarAnswer(w *world, r req) answer { return sidecarAnswerVia(w, w.sidecar.URL, r) }
+
+// sidecarAnswerVia is sidecarAnswer through the door listening at base (the
+// sidecar, or the fake Envoy in front of ext_proc).
+func sidecarAnswerVia(w *world, base string, r req) answer {
 	sends := func() (n int) {
 		for _, o := range w.sanctions.Requests() {
 			if o.Method == "message/send" {
@@ -186,7 +204,7 @@ func sidecarAnswer(w *world, r req) answer {
 		return n
 	}
 	before := sends()
-	a := w.viaSidecar(r)
+	a := w.viaBase(base, r)
 	if sends() > before {
 		return answer{status: a.status, forwarded: true}
 	}

@@ -10,18 +10,25 @@ import (
 	"testing"
 	"time"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/extproc"
+	"github.com/writ-authz/writ/proxy/extproc/extproctest"
 	"github.com/writ-authz/writ/task"
 )
 
 // TestAgentsByHost: two agents on one listener, both at route "/", told apart
-// by host only — in the sidecar, through gRPC ext_authz (:authority) and
-// through HTTP ext_authz (Host). Each door decides about the agent of the
+// by host only — in the sidecar, through gRPC ext_authz (:authority), through
+// HTTP ext_authz (Host) and through ext_proc behind a test Envoy that routes
+// by virtual host (:authority). Each door decides about the agent of the
 // request's host (alpha serves the wholesale caller, beta does not), and a
 // host neither serves is not found.
 func TestAgentsByHost(t *testing.T) {
@@ -90,6 +97,29 @@ agents:
 	})
 	w := &world{t: t, ext: ext, idp: idp}
 	w.connect()
+	proc, err := extproc.New(core, ident, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := proc.Listen(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		proc.Shutdown(ctx)
+	})
+	conn, err := grpc.NewClient("passthrough:///"+proc.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	envoy := &extproctest.Envoy{Client: extprocv3.NewExternalProcessorClient(conn)}
+	for _, a := range cfg.Agents {
+		envoy.Routes = append(envoy.Routes, extproctest.Route{Hosts: a.Hosts, Prefix: a.Route, Upstream: a.Upstream})
+	}
+	viaEnvoy := httptest.NewServer(envoy)
+	t.Cleanup(viaEnvoy.Close)
 	tok := w.token(investigator)
 	sends := func(a *seedagents.Agent) (n int) {
 		for _, o := range a.Requests() {
@@ -120,6 +150,18 @@ agents:
 			a := checkAnswer(w.check(cr))
 			return a.status, a.forwarded
 		},
+		"ext_proc": func(host string) (int, bool) {
+			req, _ := http.NewRequest("POST", viaEnvoy.URL+"/", bytesReader(sendBody("x")))
+			req.Host = host
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Authorization", "Bearer "+tok)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode, resp.StatusCode == 200
+		},
 		"http": func(host string) (int, bool) {
 			hr, _ := http.NewRequest("POST", "http://"+ext.HTTPAddr()+"/", bytesReader(sendBody("x")))
 			hr.Host = host
@@ -145,7 +187,7 @@ agents:
 			if st, fwd := door("gamma.example"); fwd || st != 404 {
 				t.Errorf("a host no agent serves: %d forwarded=%v", st, fwd)
 			}
-			if name == "sidecar" && (sends(alpha) != a0+1 || sends(beta) != b0) {
+			if (name == "sidecar" || name == "ext_proc") && (sends(alpha) != a0+1 || sends(beta) != b0) {
 				t.Errorf("the sidecar forwarded %d to alpha, %d to beta; want 1, 0", sends(alpha)-a0, sends(beta)-b0)
 			}
 		})

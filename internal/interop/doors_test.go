@@ -15,22 +15,18 @@ import (
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/writ-authz/writ/internal/writproc"
+	"github.com/writ-authz/writ/proxy/extproc/extproctest"
 )
 
 // A door is one way into writ. Each door runs its own `writ serve` in front of
-// the same agents; every cell of the matrix runs through every door.
-//
-// To add a door (the ext_proc door, once proxy/extproc lands): write a type
-// with these methods whose start runs writ with the door's listener
-// (envoy.ext_proc_listen) and a forwarder that plays Envoy's router with the
-// ext_proc filter (headers, body and response phases over the
-// ExternalProcessor stream, applying writ's mutations and immediate
-// responses), then add it to doors() below. ext_proc sees answers, so like
-// the sidecar it records tasks: records() is true and push is applicable.
+// the same agents; every cell of the matrix runs through every door. To add
+// one: a type with these methods whose start runs writ with the door's
+// listener and whatever plays the proxy in front of it, added to doors().
 type door interface {
 	// name is the door's name in the table.
 	name() string
@@ -53,9 +49,9 @@ type running struct {
 }
 
 // doors are the front doors of the matrix.
-func doors() []door { return []door{sidecarDoor{}, extAuthzDoor{}} }
+func doors() []door { return []door{sidecarDoor{}, extAuthzDoor{}, extProcDoor{}} }
 
-var doorOrder = []string{"sidecar", "Envoy ext_authz (gRPC)"}
+var doorOrder = []string{"sidecar", "Envoy ext_authz (gRPC)", "Envoy ext_proc"}
 
 // sidecarDoor is `writ serve`'s own listener.
 type sidecarDoor struct{}
@@ -109,8 +105,47 @@ func (extAuthzDoor) start(t *testing.T, w *world) *running {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	return &running{base: base, proc: p, mode: "ext_authz", records: false, na: map[Op]string{
-		Push: "Envoy mode sees no answers: writ records no task to keep a push config for, so push-config operations are TaskNotFound and a send's config reaches the agent as sent; push needs the sidecar (or the ext_proc door being built).",
+		Push: "ext_authz sees no answers: writ records no task to keep a push config for, so push-config operations are TaskNotFound and a send's config reaches the agent as sent; push needs the sidecar or ext_proc.",
 	}}
+}
+
+// extProcDoor is Envoy with writ as its ext_proc server: proxy/extproc's
+// extproctest.Envoy (the HTTP connection manager with the ext_proc filter in
+// writ's deployment modes — request body BUFFERED, response body STREAMED —
+// and a router with a prefix route per agent) in front of writ's ext_proc
+// listener. ext_proc sees the answers too, so writ records tasks, filters
+// listings and delivers push as the sidecar does, with the default
+// lifecycle.unknown_tasks: deny.
+type extProcDoor struct{}
+
+func (extProcDoor) name() string { return "Envoy ext_proc" }
+
+func (extProcDoor) start(t *testing.T, w *world) *running {
+	dir := t.TempDir()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := "http://" + ln.Addr().String()
+	log := filepath.Join(dir, "decisions.jsonl")
+	extra := "envoy: {ext_proc_listen: '127.0.0.1:0'}\n"
+	p := writproc.Start(t, w.bin, w.config("127.0.0.1:0", base, log, extra, dir), writproc.Options{Dir: dir, DecisionLog: log})
+	if p.ExtProcAddr == "" {
+		t.Fatal("writ did not log its ext_proc address")
+	}
+	conn, err := grpc.NewClient("passthrough:///"+p.ExtProcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	envoy := &extproctest.Envoy{Client: extprocv3.NewExternalProcessorClient(conn)}
+	for _, r := range w.routes() {
+		envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: r.path, Upstream: r.upstream})
+	}
+	srv := &http.Server{Handler: envoy, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return &running{base: base, proc: p, mode: "ext_proc", records: true}
 }
 
 type fwdRoute struct {

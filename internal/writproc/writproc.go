@@ -156,8 +156,9 @@ type Proc struct {
 	// Dir holds its configuration (writ.yaml) and whatever the test puts there.
 	Dir string
 	// URL is the sidecar's base URL, AdminURL the admin API's, GRPCAddr the
-	// ext_authz gRPC listener's (empty unless configured).
-	URL, AdminURL, GRPCAddr string
+	// ext_authz gRPC listener's and ExtProcAddr the ext_proc listener's (empty
+	// unless configured).
+	URL, AdminURL, GRPCAddr, ExtProcAddr string
 	// DecisionLog is the decision log's path when the config names one.
 	DecisionLog string
 
@@ -233,6 +234,13 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 				}
 				_ = json.Unmarshal([]byte(line), &e)
 				p.GRPCAddr = e.GRPC
+			}
+			if line, ok := p.log.find("Envoy mode: ext_proc is serving"); ok {
+				var e struct {
+					Addr string `json:"addr"`
+				}
+				_ = json.Unmarshal([]byte(line), &e)
+				p.ExtProcAddr = e.Addr
 			}
 			return p
 		}

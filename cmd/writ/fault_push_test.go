@@ -185,13 +185,10 @@ func TestFaultPushReceiversDownAndHanging(t *testing.T) {
 	if hanging.has(batches[0].ids[:1]) {
 		t.Error("the hanging receiver answered before it was released")
 	}
-	m, err := w.Metrics()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m.Sum("writ_push_attempts_total", `result="retry"`) < 1 {
-		t.Errorf("no retried attempt to the down receiver: %v", m.Sum("writ_push_attempts_total"))
-	}
+	waitUntil(t, "attempts to the down receiver failing and scheduled again", 30*time.Second, func() bool {
+		m, err := w.Metrics()
+		return err == nil && m.Sum("writ_push_attempts_total", `result="retry"`) >= 1
+	})
 	down.up()
 	waitUntil(t, "the down receiver's notifications once it is back", 60*time.Second, func() bool { return down.has(batches[1].ids) })
 	hanging.release()
@@ -199,7 +196,7 @@ func TestFaultPushReceiversDownAndHanging(t *testing.T) {
 	if n := stop(); n == 0 {
 		t.Fatal("no traffic ran")
 	}
-	m, err = w.Metrics()
+	m, err := w.Metrics()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,7 +87,7 @@ func TestFaultPolicyReplacedUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.hup(t)
-	failed = refused("the directory replaced by a broken one", failed)
+	_ = refused("the directory replaced by a broken one", failed)
 
 	// A good directory back — a fresh copy, as a deploy writes one — on SIGHUP.
 	if err := os.RemoveAll(w.policies); err != nil {

@@ -2,7 +2,6 @@ package interop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -389,5 +388,3 @@ func strs(v any) []string {
 	}
 	return out
 }
-
-var errSkipped = errors.New("not run")

@@ -86,7 +86,7 @@ func build() (string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "./cmd/writ")
+	cmd := exec.CommandContext(ctx, gobin, "build", "-o", out, "./cmd/writ") //nolint:gosec // the Go toolchain ($GO, as make passes it), in a test helper
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build ./cmd/writ: %w\n%s", err, b)
@@ -214,7 +214,7 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 		close(p.exited)
 	}()
 	t.Cleanup(func() {
-		p.Stop()
+		_ = p.Stop()
 		if t.Failed() {
 			t.Logf("writ log (tail):\n%s", p.log.tail(16<<10))
 		}
@@ -248,7 +248,7 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 		case <-p.exited:
 			t.Fatalf("writ exited before serving: %v\n%s", p.err, p.log.tail(16<<10))
 		case <-deadline:
-			p.Stop()
+			_ = p.Stop()
 			t.Fatalf("writ did not log 'writ is serving' within %s\n%s", readyTimeout, p.log.tail(16<<10))
 		case <-time.After(20 * time.Millisecond):
 		}
@@ -592,7 +592,7 @@ func CopyPolicies(t testing.TB, dir string, hosts ...string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
@@ -609,7 +609,7 @@ func CopyPolicies(t testing.TB, dir string, hosts ...string) string {
 				t.Fatal(err)
 			}
 		}
-		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, name), raw, 0o600); err != nil { //nolint:gosec // a copy of the shipped policies into the test's directory
 			t.Fatal(err)
 		}
 	}

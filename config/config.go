@@ -55,6 +55,8 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// AdminPprof serves /debug/pprof on the admin listener (off by default).
 	AdminPprof bool `yaml:"admin_pprof"`
+	// Tenants are facts about callers' tenants for the policies (facts.go).
+	Tenants map[string]Tenant `yaml:"tenants"`
 }
 
 // Envoy configures Envoy mode: the ext_authz v3 servers and the ext_proc server
@@ -239,6 +241,9 @@ type Agent struct {
 	SecuritySchemes []string `yaml:"security_schemes"`
 	// Skills override the skills of the agent's card for policies and discovery.
 	Skills []task.Skill `yaml:"skills"`
+	// CallbackHosts are the hosts push callbacks for this agent's tasks may
+	// go to (facts.go: data.writ.config.callbacks.targets[name]).
+	CallbackHosts []string `yaml:"callback_hosts"`
 }
 
 // Push configures in-process push notifications: writ keeps the callers' push
@@ -569,6 +574,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.validateFacts(bad)
 	return errors.Join(errs...)
 }
 

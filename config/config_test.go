@@ -85,13 +85,13 @@ func TestInvalid(t *testing.T) {
 		"agents[1].name": func(s string) string {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
-		"listen":                   func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
-		"field nonsense not found": func(s string) string { return s + "nonsense: 1\n" },
-		"lifecycle.unknown_tasks":  func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
-		"push.trusted_hosts[0]":    func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
-		"push: bounds":             func(s string) string { return s + "push:\n  max_attempts: -1\n" },
-		"decision_log.format":      func(s string) string { return s + "decision_log:\n  format: syslog\n" },
-		"agents: at least one":     func(string) string { return "listen: 127.0.0.1:1\n" },
+		"listen":                  func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
+		"nonsense: unknown key":   func(s string) string { return s + "nonsense: 1\n" },
+		"lifecycle.unknown_tasks": func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"push.trusted_hosts[0]":   func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
+		"push: bounds":            func(s string) string { return s + "push:\n  max_attempts: -1\n" },
+		"decision_log.format":     func(s string) string { return s + "decision_log:\n  format: syslog\n" },
+		"agents: at least one":    func(string) string { return "listen: 127.0.0.1:1\n" },
 	} {
 		_, err := Parse([]byte(mutate(good)))
 		if err == nil || !strings.Contains(err.Error(), key) {
@@ -140,15 +140,15 @@ func TestEnvoy(t *testing.T) {
 		t.Errorf("envoy: %+v", e)
 	}
 	for key, section := range map[string]string{
-		"envoy.grpc_listen":                "envoy: {grpc_listen: '9191'}",
-		"envoy.http_listen: \"127.0.0.1:9": "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
-		"envoy.http_listen: \"127.0.0.1:8": "envoy: {http_listen: '127.0.0.1:8081'}",
-		"envoy.http_path_prefix":           "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
-		"envoy.max_request_bytes: 2097152": "envoy: {max_request_bytes: 2097152}",
-		"envoy.max_request_bytes: must":    "envoy: {max_request_bytes: -1}",
-		"envoy.jwt_authn.issuers":          "envoy: {jwt_authn: {namespace: x}}",
-		"envoy.jwt_authn.issuers[1]":       "envoy: {jwt_authn: {issuers: [a, '']}}",
-		"field grpc not found":             "envoy: {grpc: x}",
+		"envoy.grpc_listen":                                   "envoy: {grpc_listen: '9191'}",
+		"envoy.http_listen: \"127.0.0.1:9":                    "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
+		"envoy.http_listen: \"127.0.0.1:8":                    "envoy: {http_listen: '127.0.0.1:8081'}",
+		"envoy.http_path_prefix":                              "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
+		"envoy.max_request_bytes: 2097152":                    "envoy: {max_request_bytes: 2097152}",
+		"envoy.max_request_bytes: must":                       "envoy: {max_request_bytes: -1}",
+		"envoy.jwt_authn.issuers":                             "envoy: {jwt_authn: {namespace: x}}",
+		"envoy.jwt_authn.issuers[1]":                          "envoy: {jwt_authn: {issuers: [a, '']}}",
+		"envoy.grpc: unknown key (did you mean grpc_listen?)": "envoy: {grpc: x}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

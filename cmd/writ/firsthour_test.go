@@ -2,15 +2,22 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/internal/syncbuf"
 )
 
 // commands are writ's commands as a user types them.
@@ -186,5 +193,105 @@ func TestValidateFindings(t *testing.T) {
 	// The embedded policies are the default: validate works from any directory.
 	if code, out, errOut := runCLI(t, "", "validate", "-config", cfg); code != 0 || !strings.Contains(out, "policies: the shipped policies embedded in writ") {
 		t.Errorf("embedded: %d %s %s", code, out, errOut)
+	}
+}
+
+// TestServeLogsJSONOnlyFromAnyDirectory: `writ serve` started in a
+// directory without policies (the embedded ones are the default) writes
+// nothing but JSON lines on stderr — its start, a configuration warning,
+// requests allowed, denied and malformed, a SIGHUP with nothing to reload,
+// the shutdown — and its decision log on stdout is JSON lines too, with the
+// same field names for ids.
+func TestServeLogsJSONOnlyFromAnyDirectory(t *testing.T) {
+	exe, err := filepath.Abs(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"completed"}}}`)
+	}))
+	defer agent.Close()
+	listen, admin := stFreeAddr(t), stFreeAddr(t)
+	cfg := filepath.Join(dir, "writ.yaml")
+	os.WriteFile(cfg, []byte(`listen: `+listen+`
+admin: `+admin+`
+store: {path: `+filepath.Join(dir, "state", "writ.db")+`}
+log: {level: debug}
+agents:
+  - {name: my-agent, upstream: `+agent.URL+`, max_data_classification: confidential, security_schemes: [oauth2]}
+`), 0o600)
+	args, _ := json.Marshal([]string{"serve", "-config", cfg})
+	var stdout, stderr syncbuf.Buffer
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), stChildEnv+"="+string(args))
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if resp, err := http.Get("http://" + admin + "/healthz"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not up:\n%s", stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m","role":"user","parts":[{"kind":"text","text":"hi"}]}}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"nonsense"}`,
+		`not json`,
+	} {
+		if resp, err := http.Post("http://"+listen+"/", "application/json", strings.NewReader(body)); err == nil {
+			resp.Body.Close()
+		}
+	}
+	if conn, err := net.Dial("tcp", listen); err == nil {
+		conn.Write([]byte("GARBAGE / HTTP/9.9\r\nHost: x\r\n\r\n"))
+		conn.Close()
+	}
+	cmd.Process.Signal(syscall.SIGHUP)
+	time.Sleep(200 * time.Millisecond)
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("writ serve did not stop on SIGTERM")
+	}
+	lines := strings.Split(strings.TrimSpace(stderr.String()), "\n")
+	msgs := ""
+	for _, line := range lines {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["time"] == nil || rec["level"] == nil || rec["msg"] == nil {
+			t.Errorf("stderr: not a JSON log line: %q", line)
+			continue
+		}
+		msgs += rec["msg"].(string) + "\n"
+	}
+	for _, want := range []string{"configuration: no identity source", "writ is serving", "nothing to reload", "shutting down"} {
+		if !strings.Contains(msgs, want) {
+			t.Errorf("no %q line in:\n%s", want, msgs)
+		}
+	}
+	if !strings.Contains(stderr.String(), `"policies":"the shipped policies embedded in writ"`) {
+		t.Errorf("not on the embedded policies:\n%s", stderr.String())
+	}
+	decisions := strings.Split(strings.TrimSpace(stdout.String()), "\n")
+	for _, line := range decisions {
+		if !json.Valid([]byte(line)) {
+			t.Errorf("stdout: not a JSON line: %q", line)
+		}
+	}
+	if !strings.Contains(stdout.String(), `"decision_id"`) {
+		t.Errorf("no decision on stdout:\n%s", stdout.String())
 	}
 }

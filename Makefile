@@ -11,16 +11,29 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint
+.PHONY: build install test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint
+
+# `writ version` reads the module version and the commit from the build info;
+# the build time is the one thing Go does not record, so these targets do.
+BUILD_TIME := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X main.buildTime=$(BUILD_TIME)
 
 build:
-	$(GO) build -o $(BIN) ./cmd/writ
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/writ
+
+# writ into $(go env GOBIN), else $(go env GOPATH)/bin: on your PATH, usable
+# from any directory (the shipped policies are embedded in the binary).
+install:
+	$(GO) install -ldflags "$(LDFLAGS)" ./cmd/writ
+	@bin=$$($(GO) env GOBIN); [ -n "$$bin" ] || bin=$$($(GO) env GOPATH)/bin; \
+	  echo "installed $$bin/writ"; "$$bin/writ" version
 
 deps:
 	$(GO) mod download
 
 # Node.js, Chromium and redis-server for the SDK-peer, report and Redis store
-# tests (Debian packages), installed only when missing.
+# tests (Debian packages): only what is missing, without recommends, never
+# upgrading an installed package, saying what it installs (.ci/deps).
 test-deps:
 	bash .ci/deps
 

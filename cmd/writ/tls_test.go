@@ -196,7 +196,7 @@ agents:
 	}
 
 	for name, c := range map[string]*http.Client{
-		"no client certificate":          newClient(),
+		"no client certificate":           newClient(),
 		"a certificate another CA signed": newClient(forged),
 	} {
 		if resp, err := send(c); err == nil {

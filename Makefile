@@ -28,8 +28,13 @@ install:
 	@bin=$$($(GO) env GOBIN); [ -n "$$bin" ] || bin=$$($(GO) env GOPATH)/bin; \
 	  echo "installed $$bin/writ"; "$$bin/writ" version
 
+# The Helm chart's tests are a module of their own (deploy/helm/go.mod: the
+# Helm library's graph must not change what writ links).
+HELM_TESTS := deploy/helm
+
 deps:
 	$(GO) mod download
+	cd $(HELM_TESTS) && $(GO) mod download
 
 # Node.js, Chromium and redis-server for the SDK-peer, report and Redis store
 # tests (Debian packages): only what is missing, without recommends, never
@@ -40,6 +45,7 @@ test-deps:
 # The whole suite: formatting and vet first, then every test with the race detector.
 test: deps test-deps check
 	$(GO) test -race -count=1 ./...
+	cd $(HELM_TESTS) && $(GO) test -count=1 ./...
 	FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
 
 # The main job on an embedded default: writ in front of the seed's agents, driven
@@ -65,6 +71,7 @@ check: policy-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(HELM_TESTS) && $(GO) vet ./...
 
 # Build a pinned tool into .tools/ once (from source, by the Go toolchain).
 opa:

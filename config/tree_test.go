@@ -159,3 +159,27 @@ func TestDefaultsOfFirstHour(t *testing.T) {
 		t.Errorf("defaults: %+v", c)
 	}
 }
+
+// FuzzParse: any document is either a config or problems, never a panic,
+// and no problem names a Go type.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(one))
+	f.Add([]byte(strings.Replace(one, "upstream:", "upstrem:", 1) + "limits: {read_timeout: 5}\n"))
+	f.Add([]byte("agents: [{name: ${X:-a}, upstream: '${Y}'}]\ntls: {client_auth: x}\n"))
+	f.Add([]byte("limits: [1, 2]\nlog: 5\npolicies: {a: b}\n"))
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		_, err := Parse(doc)
+		if err == nil {
+			return
+		}
+		var ps *Problems
+		if !errors.As(err, &ps) {
+			t.Fatalf("not *Problems: %v", err)
+		}
+		for _, goType := range []string{"config.", "time.Duration", "[]string", "int64", "unmarshal !!"} {
+			if strings.Contains(err.Error(), goType) {
+				t.Fatalf("%q names a Go type (%s)", err, goType)
+			}
+		}
+	})
+}

@@ -31,7 +31,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	log := newLogger(stderr, slog.LevelWarn)
-	installLogger(log)
+	installLogger(log, stderr)
 	opt := demo.Options{Listen: *listen, Serve: *serve, Log: log, DecisionLog: *decisions,
 		Start: startDemoWrit, Command: commandName()}
 	if err := demo.Run(ctx, stdout, opt); err != nil {

@@ -55,8 +55,13 @@ var installOnce sync.Mutex
 
 // installLogger makes l the log of everything in the process that logs on
 // its own: the log package's default logger (net/http's servers without an
-// ErrorLog, any library's log.Printf), gRPC and go-redis.
-func installLogger(l *slog.Logger) {
+// ErrorLog, any library's log.Printf), gRPC and go-redis. Only a command
+// writing to the process's own stderr installs it (a test running a command
+// in-process with a buffer must not make that buffer every later test's log).
+func installLogger(l *slog.Logger, w io.Writer) {
+	if w != os.Stderr {
+		return
+	}
 	installOnce.Lock()
 	defer installOnce.Unlock()
 	slog.SetDefault(l)

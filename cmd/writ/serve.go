@@ -275,7 +275,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 	lv := new(slog.LevelVar)
 	lv.Set(parseLevel(*level))
 	log := newLogger(stderr, lv)
-	installLogger(log)
+	installLogger(log, stderr)
 	cfg, err := config.Load(*path)
 	if err != nil {
 		logProblems(log, *path, err)

@@ -162,7 +162,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: "+w.Msg, "key", w.Key, "line", w.Line)
 	}
-	log.Info("writ is serving", "listen", sc.URL(), "admin", sc.adminLn.Addr().String(),
+	log.Info("writ is serving", "listen", sc.ln.Addr().String(), "url", sc.URL(), "admin", sc.adminLn.Addr().String(),
 		"agents", len(cfg.Agents), "policies", policySource(cfg), "policy_revision", pol.Revision,
 		"policy_tests_passed", pol.Tests.Passed, "store", store.desc, "holder", holder, "version", versionString())
 	return sc, nil

@@ -11,16 +11,34 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
+.PHONY: build install test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
+
+# `writ version` reads the module version and the commit from the build info;
+# the build time is the one thing Go does not record, so these targets do.
+BUILD_TIME := $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+LDFLAGS    := -X main.buildTime=$(BUILD_TIME)
 
 build:
-	$(GO) build -o $(BIN) ./cmd/writ
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/writ
+
+# writ into $(go env GOBIN), else $(go env GOPATH)/bin: on your PATH, usable
+# from any directory (the shipped policies are embedded in the binary).
+install:
+	$(GO) install -ldflags "$(LDFLAGS)" ./cmd/writ
+	@bin=$$($(GO) env GOBIN); [ -n "$$bin" ] || bin=$$($(GO) env GOPATH)/bin; \
+	  echo "installed $$bin/writ"; "$$bin/writ" version
+
+# The Helm chart's tests are a module of their own (deploy/helm/go.mod: the
+# Helm library's graph must not change what writ links).
+HELM_TESTS := deploy/helm
 
 deps:
 	$(GO) mod download
+	cd $(HELM_TESTS) && $(GO) mod download
 
 # Node.js, Chromium and redis-server for the SDK-peer, report and Redis store
-# tests (Debian packages), installed only when missing.
+# tests (Debian packages): only what is missing, without recommends, never
+# upgrading an installed package, saying what it installs (.ci/deps).
 test-deps:
 	bash .ci/deps
 
@@ -29,6 +47,7 @@ test-deps:
 # soak) share one build of it (WRIT_BIN); the soak runs for 60 seconds here.
 test: deps test-deps check build
 	WRIT_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
+	cd $(HELM_TESTS) && $(GO) test -race -count=1 ./...
 	FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
 	$(MAKE) soak SOAK=60s SOAK_OUT= WRIT_BIN=$(CURDIR)/$(BIN)
 
@@ -71,6 +90,7 @@ check: policy-lint
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd $(HELM_TESTS) && $(GO) vet ./...
 
 # Build a pinned tool into .tools/ once (from source, by the Go toolchain).
 opa:

@@ -5,17 +5,13 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/url"
 	"os"
 	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/writ-authz/writ/task"
 )
@@ -26,9 +22,15 @@ type Config struct {
 	// Listen is the sidecar's address (default 127.0.0.1:8080).
 	Listen string `yaml:"listen"`
 	// Admin is the admin listener: health, metrics, policy status (default
-	// 127.0.0.1:9090).
+	// 127.0.0.1:8477, see DefaultAdmin).
 	Admin string `yaml:"admin"`
-	// Policies are the policy directories or files (default ["policies"]).
+	// TLS, when set, makes the sidecar's listener (listen) serve HTTPS, and
+	// with a client CA verify client certificates: the mTLS identity source.
+	TLS *TLS `yaml:"tls"`
+	// Log configures writ's own log (JSON lines on stderr).
+	Log Log `yaml:"log"`
+	// Policies are the policy directories or files. Empty (the default): the
+	// shipped policies embedded in the binary.
 	Policies []string `yaml:"policies"`
 	// DryRun lets every request through and logs what the policy would deny.
 	DryRun bool `yaml:"dry_run"`
@@ -55,7 +57,16 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// AdminPprof serves /debug/pprof on the admin listener (off by default).
 	AdminPprof bool `yaml:"admin_pprof"`
+	// Tenants are facts about callers' tenants for the policies (facts.go).
+	Tenants map[string]Tenant `yaml:"tenants"`
+
+	// pos is the line of every key of the file the config was parsed from.
+	pos positions
 }
+
+// EmbeddedPolicies reports whether the shipped policies embedded in the
+// binary are the policy set (no policies: key).
+func (c *Config) EmbeddedPolicies() bool { return len(c.Policies) == 0 }
 
 // Envoy configures Envoy mode: the ext_authz v3 servers and the ext_proc server
 // that make the sidecar's decisions for an Envoy in front of the agents (README
@@ -239,6 +250,9 @@ type Agent struct {
 	SecuritySchemes []string `yaml:"security_schemes"`
 	// Skills override the skills of the agent's card for policies and discovery.
 	Skills []task.Skill `yaml:"skills"`
+	// CallbackHosts are the hosts push callbacks for this agent's tasks may
+	// go to (facts.go: data.writ.config.callbacks.targets[name]).
+	CallbackHosts []string `yaml:"callback_hosts"`
 }
 
 // Push configures in-process push notifications: writ keeps the callers' push
@@ -299,29 +313,42 @@ type Metrics struct {
 // Defaults.
 const (
 	DefaultListen = "127.0.0.1:8080"
-	DefaultAdmin  = "127.0.0.1:9090"
+	// DefaultAdmin is the admin listener's address. Its port is one no common
+	// tool takes by default: not Prometheus's 9090 nor the 9091-9999 range
+	// Prometheus allocates to exporters and its own components (Pushgateway,
+	// Alertmanager, node exporter), not 8080-8099 (web servers, proxies), 8181
+	// (OPA), 8200 (Vault), 8500 (Consul), 9901 (Envoy's admin), 15000-15021
+	// (Istio), 6060 (Go's pprof and godoc) or 9191 (OPA-Envoy's gRPC, which
+	// writ's Envoy examples use).
+	DefaultAdmin = "127.0.0.1:8477"
 )
 
-// Load reads, decodes (unknown keys are errors) and validates a config file.
+// Load reads, decodes and validates a config file. Its error is a
+// *Problems naming the file, and each problem's key and line.
 func Load(path string) (*Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
 	c, err := Parse(raw)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	var ps *Problems
+	if errors.As(err, &ps) {
+		ps.File = path
 	}
-	return c, nil
+	return c, err
 }
 
-// Parse decodes and validates a config document.
+// Parse decodes and validates a config document: ${ENV} and
+// ${ENV:-default} are expanded in values, unknown keys, values of the wrong
+// kind and bare numbers given as durations are refused, then every key is
+// validated. The error is a *Problems: each problem names its key path and
+// line (agents[0].upstrem: unknown key (did you mean upstream?)).
 func Parse(raw []byte) (*Config, error) {
-	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("config: %w", err)
+	c := Config{pos: positions{}}
+	ps := &problems{pos: c.pos}
+	decodeTree(raw, &c, ps)
+	if err := ps.err(); err != nil {
+		return nil, err
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
@@ -380,9 +407,6 @@ func (c *Config) applyDefaults() {
 	}
 	if c.Admin == "" {
 		c.Admin = DefaultAdmin
-	}
-	if len(c.Policies) == 0 {
-		c.Policies = []string{"policies"}
 	}
 	if c.DefaultClassification == "" {
 		c.DefaultClassification = task.Internal
@@ -446,12 +470,11 @@ func (c *Config) applyDefaults() {
 	}
 }
 
-// Validate checks every key; the error names the first offending one.
+// Validate checks every key. The error is a *Problems listing every
+// offending key (with its line when the config came from a file).
 func (c *Config) Validate() error {
-	var errs []error
-	bad := func(key, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
-	}
+	ps := &problems{pos: c.pos}
+	bad := ps.add
 	for key, addr := range map[string]string{"listen": c.Listen, "admin": c.Admin} {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad(key, "%q is not host:port", addr)
@@ -499,6 +522,13 @@ func (c *Config) Validate() error {
 	}
 	c.Envoy.validate(c, bad)
 	c.Store.validate(bad)
+	c.Log.validate(bad)
+	c.TLS.validate(c, bad)
+	for i, p := range c.Policies {
+		if strings.TrimSpace(p) == "" {
+			bad(fmt.Sprintf("policies[%d]", i), "must name a directory or file")
+		}
+	}
 	if len(c.Agents) == 0 {
 		bad("agents", "at least one agent is required")
 	}
@@ -569,7 +599,8 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	c.validateFacts(bad)
+	return ps.err()
 }
 
 // validHostPattern accepts a host name ("agents.bank.ae", "localhost", an IP

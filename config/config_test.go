@@ -88,7 +88,7 @@ func TestInvalid(t *testing.T) {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
 		"listen":                              func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
-		"field nonsense not found":            func(s string) string { return s + "nonsense: 1\n" },
+		"nonsense: unknown key":               func(s string) string { return s + "nonsense: 1\n" },
 		"lifecycle.unknown_tasks":             func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
 		"push.trusted_hosts[0]":               func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
 		"push: bounds":                        func(s string) string { return s + "push:\n  max_attempts: -1\n" },
@@ -147,20 +147,20 @@ func TestEnvoy(t *testing.T) {
 		t.Errorf("envoy: %+v", e)
 	}
 	for key, section := range map[string]string{
-		"envoy.grpc_listen":                    "envoy: {grpc_listen: '9191'}",
-		"envoy.http_listen: \"127.0.0.1:9":     "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
-		"envoy.http_listen: \"127.0.0.1:8":     "envoy: {http_listen: '127.0.0.1:8081'}",
-		"envoy.http_path_prefix":               "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
-		"envoy.max_request_bytes: 2097152":     "envoy: {max_request_bytes: 2097152}",
-		"envoy.max_request_bytes: must":        "envoy: {max_request_bytes: -1}",
-		"envoy.jwt_authn.issuers":              "envoy: {jwt_authn: {namespace: x}}",
-		"envoy.jwt_authn.issuers[1]":           "envoy: {jwt_authn: {issuers: [a, '']}}",
-		"field grpc not found":                 "envoy: {grpc: x}",
-		"envoy.ext_proc_listen: \"9193":        "envoy: {ext_proc_listen: '9193'}",
-		"envoy.ext_proc_listen: \"127.0.0.1:9": "envoy: {grpc_listen: '127.0.0.1:9191', ext_proc_listen: '127.0.0.1:9191'}",
-		"envoy.ext_proc_listen: \"127.0.0.1:8": "envoy: {ext_proc_listen: '127.0.0.1:8081'}",
-		"envoy.max_response_bytes: must":       "envoy: {max_response_bytes: -1}",
-		"envoy.max_response_bytes: 33554433":   "envoy: {max_response_bytes: 33554433}",
+		"envoy.grpc_listen":                                   "envoy: {grpc_listen: '9191'}",
+		"envoy.http_listen: \"127.0.0.1:9":                    "envoy: {grpc_listen: '127.0.0.1:9191', http_listen: '127.0.0.1:9191'}",
+		"envoy.http_listen: \"127.0.0.1:8":                    "envoy: {http_listen: '127.0.0.1:8081'}",
+		"envoy.http_path_prefix":                              "envoy: {http_listen: '127.0.0.1:9192', http_path_prefix: authz/}",
+		"envoy.max_request_bytes: 2097152":                    "envoy: {max_request_bytes: 2097152}",
+		"envoy.max_request_bytes: must":                       "envoy: {max_request_bytes: -1}",
+		"envoy.jwt_authn.issuers":                             "envoy: {jwt_authn: {namespace: x}}",
+		"envoy.jwt_authn.issuers[1]":                          "envoy: {jwt_authn: {issuers: [a, '']}}",
+		"envoy.grpc: unknown key (did you mean grpc_listen?)": "envoy: {grpc: x}",
+		"envoy.ext_proc_listen: \"9193":                       "envoy: {ext_proc_listen: '9193'}",
+		"envoy.ext_proc_listen: \"127.0.0.1:9":                "envoy: {grpc_listen: '127.0.0.1:9191', ext_proc_listen: '127.0.0.1:9191'}",
+		"envoy.ext_proc_listen: \"127.0.0.1:8":                "envoy: {ext_proc_listen: '127.0.0.1:8081'}",
+		"envoy.max_response_bytes: must":                      "envoy: {max_response_bytes: -1}",
+		"envoy.max_response_bytes: 33554433":                  "envoy: {max_response_bytes: 33554433}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -57,22 +57,22 @@ func TestStore(t *testing.T) {
 		t.Fatalf("kind redis alone: %+v %v", c.Store.Redis, err)
 	}
 	for key, section := range map[string]string{
-		"store.kind":                "store: {kind: sqlite}",
-		"store.path":                "store: {kind: memory, path: /tmp/x.db}",
-		"store.redis: only":         "store: {kind: file, redis: {addr: 'x:1'}}",
-		"store.sweep_interval":      "store: {sweep_interval: -1s}",
-		"store.commit_delay":        "store: {commit_delay: -1s}",
-		"store.work_lease: must":    "store: {work_lease: -1s}",
-		"store.work_lease: 10ms":    "store: {work_lease: 10ms}",
-		"store.redis.addr":          "store: {kind: redis, redis: {addr: redis}}",
-		"store.redis.db":            "store: {kind: redis, redis: {db: -1}}",
-		"store.redis.pool_size":     "store: {kind: redis, redis: {pool_size: -1}}",
-		"store.redis.read_timeout":  "store: {kind: redis, redis: {read_timeout: -1s}}",
-		"store.redis.password_file": "store: {kind: redis, redis: {password: a, password_file: /b}}",
-		"store.redis.tls":           "store: {kind: redis, redis: {tls: {cert_file: /c.pem}}}",
-		"field sentinel not found":  "store: {kind: redis, redis: {sentinel: x}}",
-		"field insecure not found":  "store: {kind: redis, redis: {tls: {insecure: true}}}",
-		"field file_path not found": "store: {file_path: /x}",
+		"store.kind":                        "store: {kind: sqlite}",
+		"store.path":                        "store: {kind: memory, path: /tmp/x.db}",
+		"store.redis: only":                 "store: {kind: file, redis: {addr: 'x:1'}}",
+		"store.sweep_interval":              "store: {sweep_interval: -1s}",
+		"store.commit_delay":                "store: {commit_delay: -1s}",
+		"store.work_lease: must":            "store: {work_lease: -1s}",
+		"store.work_lease: 10ms":            "store: {work_lease: 10ms}",
+		"store.redis.addr":                  "store: {kind: redis, redis: {addr: redis}}",
+		"store.redis.db":                    "store: {kind: redis, redis: {db: -1}}",
+		"store.redis.pool_size":             "store: {kind: redis, redis: {pool_size: -1}}",
+		"store.redis.read_timeout":          "store: {kind: redis, redis: {read_timeout: -1s}}",
+		"store.redis.password_file":         "store: {kind: redis, redis: {password: a, password_file: /b}}",
+		"store.redis.tls":                   "store: {kind: redis, redis: {tls: {cert_file: /c.pem}}}",
+		"store.redis.sentinel: unknown key": "store: {kind: redis, redis: {sentinel: x}}",
+		"store.redis.tls.insecure: unknown key (did you mean insecure_skip_verify?)": "store: {kind: redis, redis: {tls: {insecure: true}}}",
+		"store.file_path: unknown key (did you mean path?)":                          "store: {file_path: /x}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -11,6 +11,17 @@ import (
 
 // rotatingFile is an append-only file rotated by size: path, path.1 (the newest
 // rotated) … path.N. It is used by the writer goroutine alone.
+//
+// Why not gopkg.in/natefinch/lumberjack.v2 (v2.2.1): it names a backup by the
+// rotation time to the millisecond (name-2006-01-02T15-04-05.000.ext) and
+// moves the live file there with os.Rename, which replaces an existing file:
+// two rotations within one millisecond (a line larger than max_size_mb
+// followed by any other line; a burst at a small size) silently lose the
+// first backup. An audit log must not lose a line, and TestRotation rotates
+// six times in microseconds and checks every kept line. Its backups are also
+// removed asynchronously (a goroutine per Logger), so the bound on backups
+// holds only eventually, and it rotates inside Write without knowing line
+// boundaries, which the writer here owns (a file always ends at a line).
 type rotatingFile struct {
 	path     string
 	maxBytes int64

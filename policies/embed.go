@@ -1,7 +1,9 @@
 // Package policies holds writ's shipped Rego policies, their tests and their
-// tuning data (data.json), and embeds them in the binary. `writ demo` writes FS
-// to a temporary directory and loads the policies from there, so the demo works
-// outside a checkout of the repository.
+// tuning data (data.json), and embeds them in the binary: they are the policy
+// set of `writ serve`, `writ validate` and `writ eval` when the configuration
+// has no policies: key (authz.LoadPolicyFS), so writ runs from any directory.
+// `writ demo` writes FS to a temporary directory and loads the policies from
+// there (it adds its own receiver to the callback allow-list).
 package policies
 
 import "embed"

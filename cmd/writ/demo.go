@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -20,17 +19,19 @@ import (
 // demoCmd runs `writ demo [-serve] [-listen 127.0.0.1:0] [-decision-log FILE]`:
 // the scenario of internal/demo against writ as `writ serve` wires it.
 func demoCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("demo", "writ demo [-serve] [-listen 127.0.0.1:0] [-decision-log FILE]",
+		"Runs writ in front of real demo agents (the seed's A2A agents) through the whole delegation scenario\n"+
+			"with a real A2A client. Its log on stderr is writ's JSON log, warnings and errors only.")
 	serve := fs.Bool("serve", false, "keep writ and the agents running after the scenario (until Ctrl-C)")
 	listen := fs.String("listen", "127.0.0.1:0", "writ's address (loopback only; port 0 picks a free port)")
 	decisions := fs.String("decision-log", "writ-demo-decisions.jsonl", "where writ writes the demo's decision log (render it with writ report)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := newLogger(stderr, slog.LevelWarn)
+	installLogger(log, stderr)
 	opt := demo.Options{Listen: *listen, Serve: *serve, Log: log, DecisionLog: *decisions,
 		Start: startDemoWrit, Command: commandName()}
 	if err := demo.Run(ctx, stdout, opt); err != nil {

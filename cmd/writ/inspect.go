@@ -5,7 +5,6 @@ import (
 	"embed"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -42,8 +41,13 @@ type answer struct {
 }
 
 func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("inspect", "writ inspect -file FILE | -example NAME | -path P [-method M] [-header 'K: V']... [-body FILE] [flags]",
+		`Shows what a policy will see of one request: {"request": ...} for a request writ accepts (exit 0), or
+{"fault": ..., "answer": ...} with the exact protocol error it would send (exit 1).
+
+  writ inspect -file request.http
+  writ inspect -path /message:send -header 'A2A-Version: 1.0' -body body.json
+  writ inspect -example a2a-1.0-send`)
 	file := fs.String("file", "", "a whole HTTP/1.1 request message (request line, headers, blank line, body); - for stdin")
 	example := fs.String("example", "", "inspect a bundled example request (-example list shows them)")
 	method := fs.String("method", "POST", "request method (with -path)")
@@ -54,21 +58,8 @@ func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	maxDepth := fs.Int("max-depth", wire.DefaultMaxJSONDepth, "deepest JSON nesting accepted")
 	var headers headerFlags
 	fs.Var(&headers, "header", `a request header "Name: value" (repeatable, with -path)`)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, `writ inspect — show what a policy will see of one request
-
-  writ inspect -file request.http
-  writ inspect -path /message:send -header 'A2A-Version: 1.0' -body body.json
-  writ inspect -example a2a-1.0-send
-
-Prints {"request": ...} for a request writ accepts (exit 0), or {"fault": ...,
-"answer": ...} with the exact protocol error it would send (exit 1).
-
-`)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	lim := wire.Limits{MaxBodyBytes: *maxBody, MaxJSONDepth: *maxDepth}
 	in, err := readInbound(*file, *example, *method, *path, *body, headers, lim, stdin, stdout)

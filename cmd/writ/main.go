@@ -3,25 +3,40 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
+	"runtime/debug"
+	"strings"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version and buildTime may be set at build time (make build and make
+// install set buildTime): -ldflags "-X main.version=v1.2.3 -X
+// main.buildTime=2026-12-01T16:00:00Z". Otherwise `writ version` reads the
+// module version and the commit from the binary's build info.
+var (
+	version   = ""
+	buildTime = ""
+)
 
+// usage is `writ -h`. Every command's own -h starts with its line here, and
+// README's command table spells every flag as these do (one dash).
 const usage = `writ — policy-as-code delegation authorizer for A2A and ACP agents
 
 Usage:
-  writ serve [flags]     run the sidecar in front of the configured agents
-  writ demo [-serve]     run writ in front of real demo agents through the whole scenario
-  writ inspect [flags]   show the internal request a policy sees (or the protocol error)
-  writ eval [flags]      one request through identity and the policy: input and decision
-  writ policy test [DIR] run the policies' Rego tests through the embedded engine
-  writ validate [flags]  check a configuration file and its policies
-  writ report --log FILE render a decision log as a self-contained HTML page
-  writ version           print the version
+  writ serve [-config writ.yaml]          run the sidecar in front of the configured agents
+  writ validate [-config writ.yaml]       check a configuration: keys, identity sources, policies, agents
+  writ dev token [-aud AUD] [-scope S]    sign a development token (writ dev token -h for its claims)
+  writ dev jwks [-o FILE]                 the development key's JWKS, for identity.jwt[].jwks_file
+  writ demo [-serve]                      run writ in front of real demo agents through the whole scenario
+  writ inspect -file req.http             show the internal request a policy sees (or the protocol error)
+  writ eval -request req.http             one request through identity and the policy: input and decision
+  writ policy test [-v] [DIR...]          run the policies' Rego tests through the embedded engine
+  writ report -log FILE [-o out.html]     render a decision log as a self-contained HTML page
+  writ version                            print the version, commit and build time
 
 Run "writ <command> -h" for a command's flags.
 `
@@ -30,8 +45,9 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
-// run executes one command line and returns the exit code: 0 success, 1 the
-// command's own negative answer (inspect: the request would be refused), 2 usage.
+// run executes one command line and returns the exit code: 0 success (and
+// -h), 1 the command's own negative answer (inspect: the request would be
+// refused; validate: the configuration is invalid), 2 usage.
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -41,7 +57,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "inspect":
 		return inspect(args[1:], stdin, stdout, stderr)
 	case "serve":
-		return serveCmd(args[1:], stderr)
+		return serveCmd(args[1:], stdout, stderr)
 	case "demo":
 		return demoCmd(args[1:], stdout, stderr)
 	case "eval":
@@ -52,13 +68,136 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return validateCmd(args[1:], stdout, stderr)
 	case "report":
 		return reportCmd(args[1:], stdin, stdout, stderr)
-	case "version", "--version", "-v":
-		fmt.Fprintln(stdout, "writ", version)
+	case "dev":
+		return devCmd(args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		fs := newFlags("version", "writ version", "Prints the module version, the commit and the build time.")
+		if done, code := parseFlags(fs, args[1:], stdout, stderr); done {
+			return code
+		}
+		fmt.Fprint(stdout, versionText())
 		return 0
-	case "help", "-h", "--help":
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "writ: unknown command %q\n\n%s", args[0], usage)
 	return 2
+}
+
+// newFlags is a command's flag set: its usage starts with synopsis and what
+// the command does, then the flags.
+func newFlags(name, synopsis, what string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n", synopsis, what)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintln(fs.Output(), "\nflags:")
+			fs.PrintDefaults()
+		}
+	}
+	return fs
+}
+
+// parseFlags parses args. done says the command is over: -h printed its
+// usage on stdout (code 0), or a bad flag its error and usage on stderr
+// (code 2).
+func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (done bool, code int) {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return true, 0
+	case err != nil:
+		fs.SetOutput(stderr)
+		fmt.Fprintf(stderr, "writ %s: %v\n", fs.Name(), err)
+		fs.Usage()
+		return true, 2
+	}
+	fs.SetOutput(stderr)
+	return false, 0
+}
+
+// buildInfo is what the binary knows of its build.
+type buildInfo struct {
+	Version, Commit, CommitTime, BuildTime, Go string
+	Modified                                   bool
+}
+
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: "(devel)", BuildTime: buildTime, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			b.Version = bi.Main.Version
+		}
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Commit = s.Value
+			case "vcs.time":
+				b.CommitTime = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value == "true"
+			}
+		}
+		if b.Commit == "" {
+			// go install module@version records no vcs settings; its
+			// pseudo-version ends with the commit.
+			if i := strings.LastIndexByte(strings.TrimSuffix(b.Version, "+incompatible"), '-'); i > 0 && strings.Count(b.Version, "-") >= 2 {
+				b.Commit = strings.TrimSuffix(b.Version[i+1:], "+incompatible")
+			}
+		}
+	}
+	if version != "" {
+		b.Version = version
+	}
+	return b
+}
+
+// versionString is the one-line version for logs.
+func versionString() string {
+	b := readBuildInfo()
+	s := b.Version
+	if b.Commit != "" {
+		s += " " + short(b.Commit)
+		if b.Modified {
+			s += "+modified"
+		}
+	}
+	return s
+}
+
+// versionText is what `writ version` prints.
+func versionText() string {
+	b := readBuildInfo()
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "writ %s\n", b.Version)
+	commit := b.Commit
+	if commit == "" {
+		commit = "unknown (built outside a git checkout)"
+	} else if b.Modified {
+		commit += " (with uncommitted changes)"
+	}
+	fmt.Fprintf(&sb, "commit:      %s\n", commit)
+	if b.CommitTime != "" {
+		fmt.Fprintf(&sb, "commit time: %s\n", b.CommitTime)
+	}
+	bt := b.BuildTime
+	if bt == "" {
+		bt = "unknown (make build and make install record it)"
+	}
+	fmt.Fprintf(&sb, "built:       %s\n", bt)
+	fmt.Fprintf(&sb, "go:          %s\n", b.Go)
+	return sb.String()
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
 }

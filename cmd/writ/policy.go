@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,25 +15,47 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/policies"
 	"github.com/writ-authz/writ/task"
 )
 
 // policyCmd runs `writ policy test [-v] [DIR...]`: the policy set's Rego tests
 // through the embedded engine, with `opa test`-like output.
 func policyCmd(args []string, stdout, stderr io.Writer) int {
+	const synopsis = "writ policy test [-v] [DIR...]"
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		fmt.Fprintf(stdout, "usage: %s\n", synopsis)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintln(stderr, "usage: writ policy test [-v] [DIR...]")
+		fmt.Fprintf(stderr, "usage: %s\n", synopsis)
 		return 2
 	}
-	fs := flag.NewFlagSet("policy test", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("policy test", synopsis,
+		"Runs the policies' Rego tests through the embedded engine (opa test-like output). Without DIR: ./policies\n"+
+			"when it exists, else the shipped policies embedded in writ.")
 	verbose := fs.Bool("v", false, "list every test")
-	if err := fs.Parse(args[1:]); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args[1:], stdout, stderr); done {
+		return code
 	}
 	paths := fs.Args()
 	if len(paths) == 0 {
-		paths = []string{"policies"}
+		if st, err := os.Stat("policies"); err == nil && st.IsDir() {
+			paths = []string{"policies"}
+		} else {
+			dir, err := os.MkdirTemp("", "writ-policies-")
+			if err != nil {
+				fmt.Fprintf(stderr, "writ policy test: %v\n", err)
+				return 2
+			}
+			defer os.RemoveAll(dir)
+			if err := os.CopyFS(dir, policies.FS); err != nil {
+				fmt.Fprintf(stderr, "writ policy test: %v\n", err)
+				return 2
+			}
+			paths = []string{dir}
+			fmt.Fprintln(stdout, "testing the shipped policies embedded in writ")
+		}
 	}
 	results, sum, err := authz.TestPolicies(context.Background(), paths)
 	if err != nil && !errors.Is(err, authz.ErrPolicyTests) {
@@ -65,36 +86,6 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// validateCmd runs `writ validate --config FILE`: the same loading code the
-// sidecar runs at start, without starting anything.
-func validateCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	path := fs.String("config", "writ.yaml", "the configuration file")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	cfg, err := config.Load(*path)
-	if err != nil {
-		fmt.Fprintf(stderr, "invalid: %v\n", err)
-		return 1
-	}
-	res, err := identity.New(cfg.Identity)
-	if err != nil {
-		fmt.Fprintf(stderr, "invalid: %s: %v\n", *path, err)
-		return 1
-	}
-	res.Close()
-	p, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{})
-	if err != nil {
-		fmt.Fprintf(stderr, "invalid: policies %v: %v\n", cfg.Policies, err)
-		return 1
-	}
-	fmt.Fprintf(stdout, "ok: %s: %d agent(s), policy revision %s (%d files, %d tests passed)\n",
-		*path, len(cfg.Agents), p.Revision, len(p.Files), p.Tests.Passed)
-	return 0
-}
-
 // evalOutput is what `writ eval` prints.
 type evalOutput struct {
 	Input    *authz.Input   `json:"input"`
@@ -114,22 +105,19 @@ type evalDecision struct {
 // evalCmd runs `writ eval`: one request through identity, input building and the
 // policy, printing the input document and the decision.
 func evalCmd(args []string, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("eval", "writ eval -request FILE [-config writ.yaml] [-agent NAME] [-token JWT | -caller FILE] [-explain]",
+		"One request through identity and the policy: prints the writ/v1 input document and the decision\n(exit 1 when denied).")
 	reqFile := fs.String("request", "", "a whole HTTP/1.1 request message (see writ inspect)")
 	cfgPath := fs.String("config", "writ.yaml", "the configuration file (agents, identity, policies)")
 	agentName := fs.String("agent", "", "the target agent (default: the one whose route matches the request path)")
 	token := fs.String("token", "", "a bearer token to verify (default: the request's Authorization header)")
 	callerFile := fs.String("caller", "", "a JSON caller to use as is, unverified (testing policies)")
 	explain := fs.Bool("explain", false, "list the rules that fired")
-	fs.Usage = func() {
-		fmt.Fprint(stderr, "writ eval -request FILE [-config writ.yaml] [-agent NAME] [-token JWT | -caller FILE] [-explain]\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	if *reqFile == "" {
+		fmt.Fprintln(stderr, "writ eval: -request is required")
 		fs.Usage()
 		return 2
 	}
@@ -181,7 +169,7 @@ func evalCmd(args []string, stdout, stderr io.Writer) int {
 	if idErr != nil {
 		out.Identity = idErr.Error()
 	}
-	p, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{})
+	p, err := loadPolicy(context.Background(), cfg, authz.LoadOptions{})
 	if err != nil {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2

@@ -42,7 +42,8 @@ func TestPolicyTestCommand(t *testing.T) {
 func TestValidateCommand(t *testing.T) {
 	chdirRoot(t)
 	code, out, errOut := runCLI(t, "", "validate", "-config", "testdata/config/seed.yaml")
-	if code != 0 || !strings.Contains(out, "ok: testdata/config/seed.yaml: 3 agent(s), policy revision") {
+	if code != 0 || !strings.Contains(out, "ok: testdata/config/seed.yaml: 3 agent(s), policies: policies (revision") ||
+		!strings.Contains(errOut, "testdata/config/seed.yaml:33: warning: agents[2].security_schemes: [apikey]: the policy admits no caller to marketing-copy-agent") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")

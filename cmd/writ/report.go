@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -11,26 +9,18 @@ import (
 	"github.com/writ-authz/writ/report"
 )
 
-// reportCmd runs `writ report --log FILE [--context ID] [--title T] [-o out.html]`:
+// reportCmd runs `writ report -log FILE [-context ID] [-title T] [-o out.html]`:
 // one self-contained HTML page of a decision log, on stdout unless -o names a
 // file. Exit 2 on usage, 1 when the log cannot be read or parsed.
 func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("report", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: writ report --log FILE [--context ID] [--title TEXT] [-o out.html]")
-		fmt.Fprintln(stderr, "Renders a decision log (JSON lines) as one HTML page that fetches nothing.")
-		fs.PrintDefaults()
-	}
+	fs := newFlags("report", "writ report -log FILE [-context ID] [-title TEXT] [-o out.html]",
+		"Renders a decision log (JSON lines) as one HTML page that fetches nothing.")
 	logPath := fs.String("log", "", "the decision log to read, JSON lines (- for stdin)")
 	contextID := fs.String("context", "", "also tell the story of this context_id: delegation chains, task states, every event")
 	title := fs.String("title", "", "the page's title (default \"writ decision report\")")
 	out := fs.String("o", "", "write the page to this file instead of stdout")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "writ report: unexpected argument %q\n", fs.Arg(0))

@@ -86,11 +86,11 @@ func TestReportErrors(t *testing.T) {
 }
 
 func TestReportHelp(t *testing.T) {
-	code, _, errOut := runCLI(t, "", "report", "-h")
-	if code != 0 || !strings.Contains(errOut, "usage: writ report --log FILE") || !strings.Contains(errOut, "-context") {
-		t.Fatalf("exit %d: %s", code, errOut)
+	code, out, _ := runCLI(t, "", "report", "-h")
+	if code != 0 || !strings.Contains(out, "usage: writ report -log FILE") || !strings.Contains(out, "-context") {
+		t.Fatalf("exit %d: %s", code, out)
 	}
-	if code, out, _ := runCLI(t, "", "help"); code != 0 || !strings.Contains(out, "writ report --log FILE") {
+	if code, out, _ := runCLI(t, "", "help"); code != 0 || !strings.Contains(out, "writ report -log FILE") {
 		t.Errorf("the usage text does not list report: %s", out)
 	}
 }

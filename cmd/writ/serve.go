@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -41,7 +41,9 @@ type sidecar struct {
 	admin    *http.Server
 	ln       net.Listener
 	adminLn  net.Listener
-	log      *slog.Logger
+	// tls: the sidecar's listener serves HTTPS (the tls: section).
+	tls bool
+	log *slog.Logger
 	// envoy is the ext_authz servers (nil unless envoy.grpc_listen or
 	// envoy.http_listen is set); they share the proxy, engine and store.
 	envoy *extauthz.Server
@@ -69,15 +71,20 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, err
 	}
 	undo = append(undo, ident.Close)
-	pol, err := authz.LoadPolicy(ctx, cfg.Policies, authz.LoadOptions{})
+	pol, err := loadPolicy(ctx, cfg, authz.LoadOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("policies %v: %w", cfg.Policies, err)
+		return nil, err
 	}
 	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize, DryRun: cfg.DryRun, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	reloader := authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)
+	// The embedded policies cannot change while writ runs: no reloader
+	// (the admin API answers a reload request 503, and SIGHUP says why).
+	var reloader *authz.Reloader
+	if !cfg.EmbeddedPolicies() {
+		reloader = authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)
+	}
 	// Producers emit to the bus from the start; the observers subscribe once
 	// built from the producers' snapshots.
 	bus := &events.Bus{}
@@ -107,8 +114,11 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, err
 	}
 	undo = append(undo, core.Close)
-	sources := metrics.Sources{DecisionCache: engine, Policy: engine, Reloads: reloader, TokenCache: ident,
+	sources := metrics.Sources{DecisionCache: engine, Policy: engine, TokenCache: ident,
 		Store: store, Lifecycle: core}
+	if reloader != nil {
+		sources.Reloads = reloader
+	}
 	if deliverer != nil {
 		sources.Push = deliverer
 	}
@@ -126,6 +136,13 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, fmt.Errorf("listen: %w", err)
 	}
 	undo = append(undo, func() { sc.ln.Close() })
+	if cfg.TLS != nil {
+		tc, err := newServerTLS(*cfg.TLS, log)
+		if err != nil {
+			return nil, err
+		}
+		sc.ln, sc.tls = tls.NewListener(sc.ln, tc), true
+	}
 	if sc.adminLn, err = net.Listen("tcp", cfg.Admin); err != nil {
 		return nil, fmt.Errorf("admin: %w", err)
 	}
@@ -133,7 +150,8 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	sc.srv = sc.sidecar.HTTPServer(sc.ln.Addr().String())
 	sc.admin = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(admin.Deps{Engine: engine,
 		Reloader: reloader, Store: store, StoreReady: store.ping, Ready: core.Ready, Metrics: met.Handler(),
-		Pprof: cfg.AdminPprof, Logger: log})}
+		Pprof: cfg.AdminPprof, Logger: log}),
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if cfg.Envoy.Enabled() {
 		if err := sc.startEnvoy(); err != nil {
 			return nil, err
@@ -149,9 +167,12 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	if cfg.DryRun {
 		log.Warn("dry-run is on: every request passes; denials are only logged")
 	}
-	log.Info("writ is serving", "listen", sc.ln.Addr().String(), "admin", sc.adminLn.Addr().String(),
-		"agents", len(cfg.Agents), "policy_revision", pol.Revision, "policy_tests_passed", pol.Tests.Passed,
-		"store", store.desc, "holder", holder)
+	for _, w := range cfg.Warnings() {
+		log.Warn("configuration: "+w.Msg, "key", w.Key, "line", w.Line)
+	}
+	log.Info("writ is serving", "listen", sc.ln.Addr().String(), "url", sc.URL(), "admin", sc.adminLn.Addr().String(),
+		"agents", len(cfg.Agents), "policies", policySource(cfg), "policy_revision", pol.Revision,
+		"policy_tests_passed", pol.Tests.Passed, "store", store.desc, "holder", holder, "version", versionString())
 	return sc, nil
 }
 
@@ -197,7 +218,12 @@ func logDelivery(log *slog.Logger, msg string, r push.Result) {
 }
 
 // URL is the sidecar's base URL.
-func (sc *sidecar) URL() string { return "http://" + sc.ln.Addr().String() }
+func (sc *sidecar) URL() string {
+	if sc.tls {
+		return "https://" + sc.ln.Addr().String()
+	}
+	return "http://" + sc.ln.Addr().String()
+}
 
 // shutdown stops accepting, lets in-flight requests and streams finish up to the
 // deadline, then closes what is left.
@@ -260,23 +286,31 @@ func (sc *sidecar) startExtProc() error {
 	return nil
 }
 
-// serveCmd runs `writ serve`.
-func serveCmd(args []string, stderr io.Writer) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// serveCmd runs `writ serve`. Everything it writes on stderr is writ's JSON
+// log, configuration problems included.
+func serveCmd(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("serve", "writ serve [-config writ.yaml] [-listen ADDR] [-admin ADDR] [-upstream URL] [-policies DIR] [-log-level LEVEL]",
+		"Runs the sidecar (and Envoy mode when configured) in front of the configured agents.")
 	path := fs.String("config", "writ.yaml", "the configuration file")
-	listen := fs.String("listen", "", "override listen")
-	admin := fs.String("admin", "", "override admin")
-	upstream := fs.String("upstream", "", "override the upstream of the first agent (a sidecar has one)")
-	policies := fs.String("policies", "", "override policies (one directory)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+	listen := fs.String("listen", "", "the sidecar's address (overrides listen)")
+	admin := fs.String("admin", "", "the admin listener's address (overrides admin)")
+	upstream := fs.String("upstream", "", "the first agent's upstream URL (overrides agents[0].upstream: a sidecar has one)")
+	policies := fs.String("policies", "", "a policy directory (overrides policies; default: the shipped policies embedded in writ)")
+	level := fs.String("log-level", "", "debug, info, warn or error (overrides log.level)")
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	lv := new(slog.LevelVar)
+	lv.Set(parseLevel(*level))
+	log := newLogger(stderr, lv)
+	installLogger(log, stderr)
 	cfg, err := config.Load(*path)
 	if err != nil {
-		fmt.Fprintf(stderr, "writ serve: %v\n", err)
+		logProblems(log, *path, err)
 		return 1
+	}
+	if *level == "" {
+		lv.Set(parseLevel(cfg.Log.Level))
 	}
 	if *listen != "" {
 		cfg.Listen = *listen
@@ -296,26 +330,47 @@ func serveCmd(args []string, stderr io.Writer) int {
 		cfg.Store.Kind = config.StoreFile
 	}
 	if err := cfg.Validate(); err != nil {
-		fmt.Fprintf(stderr, "writ serve: %v\n", err)
+		logProblems(log, *path, err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	sc, err := startSidecar(ctx, cfg, log)
 	if err != nil {
-		fmt.Fprintf(stderr, "writ serve: refusing to start: %v\n", err)
+		log.Error("refusing to start", "error", err.Error())
 		return 1
 	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
-	go sc.reloader.OnSignal(ctx, hup)
-	go func() {
-		if err := sc.reloader.Watch(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			log.Warn("policy watch stopped; SIGHUP still reloads", "error", err)
-		}
-	}()
+	if sc.reloader != nil {
+		go sc.reloader.OnSignal(ctx, hup)
+		go func() {
+			if err := sc.reloader.Watch(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				log.Warn("policy watch stopped; SIGHUP still reloads", "error", err)
+			}
+		}()
+	} else {
+		go func() {
+			for range hup {
+				log.Info("SIGHUP: nothing to reload: the policies are the ones embedded in writ (set policies: to load files)")
+			}
+		}()
+	}
 	<-ctx.Done()
 	log.Info("shutting down: draining in-flight requests", "deadline", "30s")
 	sc.shutdown(30 * time.Second)
 	return 0
+}
+
+// logProblems logs a configuration that cannot be served: one line per
+// problem, with its file, line and key.
+func logProblems(log *slog.Logger, path string, err error) {
+	var ps *config.Problems
+	if !errors.As(err, &ps) {
+		log.Error("invalid configuration", "config", path, "error", err.Error())
+		return
+	}
+	for _, p := range ps.List {
+		log.Error("invalid configuration: "+p.Msg, "config", path, "line", p.Line, "key", p.Key)
+	}
 }

@@ -33,6 +33,11 @@ import (
 const stChildEnv = "WRIT_TEST_SERVE_ARGS"
 
 func TestMain(m *testing.M) {
+	if os.Getenv(asWritEnv) == "1" {
+		// This test binary as the writ command (main calls run the same way):
+		// README's commands run through it (readme_test.go).
+		os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if raw := os.Getenv(stChildEnv); raw != "" {
 		var args []string
 		if err := json.Unmarshal([]byte(raw), &args); err != nil {

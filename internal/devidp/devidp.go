@@ -1,6 +1,8 @@
 // Package devidp is a development identity provider: an ES256 key, its JWKS
 // file, and signed JWTs for delegating callers with RFC 8693 act chains. writ's
-// demo and tests use it; production tokens come from a real issuer.
+// demo and tests use it with a fresh key each time (New); `writ dev token` and
+// `writ dev jwks` with a key kept in a local directory (Open). Production
+// tokens come from a real issuer.
 package devidp
 
 import (
@@ -8,7 +10,9 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -27,6 +31,7 @@ type Provider struct {
 	// JWKSFile is the key set writ's identity config points at.
 	JWKSFile string
 	signer   jose.Signer
+	key      *ecdsa.PrivateKey
 }
 
 // New generates a key and writes its JWKS to dir/jwks.json.
@@ -35,12 +40,76 @@ func New(dir, issuer, audience string) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	jwks, err := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
-		{Key: &key.PublicKey, KeyID: KeyID, Algorithm: string(jose.ES256), Use: "sig"}}})
+	return newProvider(dir, issuer, audience, key)
+}
+
+// KeyFile is the name of the private key Open keeps in its directory (a
+// JWK, 0600).
+const KeyFile = "key.jwk"
+
+// Open is New on a key kept in dir: the one there (dir/key.jwk), or a new
+// one written there (the directory 0700, the key 0600) on first use, so
+// every token `writ dev token` signs verifies against the same JWKS.
+func Open(dir, issuer, audience string) (*Provider, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("devidp: %w", err)
+	}
+	path := filepath.Join(dir, KeyFile)
+	raw, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		jwk, err := json.Marshal(jose.JSONWebKey{Key: key, KeyID: KeyID, Algorithm: string(jose.ES256), Use: "sig"})
+		if err != nil {
+			return nil, err
+		}
+		// O_EXCL: two first uses at once keep one key.
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if err == nil {
+			_, err = f.Write(jwk)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("devidp: %w", err)
+			}
+			return newProvider(dir, issuer, audience, key)
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return nil, fmt.Errorf("devidp: %w", err)
+		}
+		raw, err = os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("devidp: %w", err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("devidp: %w", err)
+	}
+	var jwk jose.JSONWebKey
+	if err := jwk.UnmarshalJSON(raw); err != nil {
+		return nil, fmt.Errorf("devidp: %s: %w", path, err)
+	}
+	key, ok := jwk.Key.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("devidp: %s: not an EC private key", path)
+	}
+	return newProvider(dir, issuer, audience, key)
+}
+
+// JWKS is the provider's public key set.
+func (p *Provider) JWKS() ([]byte, error) {
+	return json.MarshalIndent(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{
+		{Key: &p.key.PublicKey, KeyID: KeyID, Algorithm: string(jose.ES256), Use: "sig"}}}, "", "  ")
+}
+
+func newProvider(dir, issuer, audience string, key *ecdsa.PrivateKey) (*Provider, error) {
+	p := &Provider{Issuer: issuer, Audience: audience, JWKSFile: filepath.Join(dir, "jwks.json"), key: key}
+	jwks, err := p.JWKS()
 	if err != nil {
 		return nil, err
 	}
-	p := &Provider{Issuer: issuer, Audience: audience, JWKSFile: filepath.Join(dir, "jwks.json")}
 	if err := os.WriteFile(p.JWKSFile, jwks, 0o600); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/writ-authz/writ/internal/devidp"
+)
+
+// DevIssuer is the iss of `writ dev token`'s tokens: what identity.jwt[].issuer
+// names to accept them.
+const DevIssuer = "writ-dev"
+
+const devUsage = `usage: writ dev token [flags]   sign a development token
+       writ dev jwks [-o FILE]   the development key's JWKS
+
+A development identity for trying writ in front of your own agent: an ES256
+key kept in a local directory (-dir, default $WRIT_DEV_DIR, else
+$XDG_STATE_HOME/writ/dev, ~/.local/state/writ/dev when unset), created on
+first use. Point identity.jwt at it:
+
+  identity:
+    jwt: [{issuer: writ-dev, audiences: [my-agent], jwks_file: dev-jwks.json}]
+
+Never use it in production: anyone with the directory signs any caller.
+`
+
+// devCmd runs `writ dev token|jwks`.
+func devCmd(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, devUsage)
+		return 2
+	}
+	switch args[0] {
+	case "token":
+		return devToken(args[1:], stdout, stderr)
+	case "jwks":
+		return devJWKS(args[1:], stdout, stderr)
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stdout, devUsage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "writ dev: unknown command %q\n\n%s", args[0], devUsage)
+	return 2
+}
+
+// defaultDevDir is where the development key lives.
+func defaultDevDir() string {
+	if d := os.Getenv("WRIT_DEV_DIR"); d != "" {
+		return d
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" || !filepath.IsAbs(state) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return filepath.Join(".writ-dev")
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "writ", "dev")
+}
+
+func devToken(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("dev token", "writ dev token [-aud AUD] [-sub USER] [-agent AGENT] [-tenant T] [-scope 'S ...'] [-classification LEVEL] [-chain A,B] [-exp 1h] [-iss writ-dev] [-dir DIR]",
+		"Signs a development JWT with the key in -dir and prints it. The shipped policy needs scope delegate\n"+
+			"for send, stream, cancel and push_config.set.")
+	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
+	iss := fs.String("iss", DevIssuer, "the issuer (identity.jwt[].issuer)")
+	aud := fs.String("aud", "writ", "the audience (one of identity.jwt[].audiences)")
+	sub := fs.String("sub", "dev-user", "the user the caller acts for (sub: input.caller.user_id)")
+	agent := fs.String("agent", "dev-agent", "the calling agent (the outermost act.sub: input.caller.agent_id)")
+	tenant := fs.String("tenant", "", "the tenant claim (input.caller.tenant)")
+	scope := fs.String("scope", "delegate", "space-separated scopes (input.caller.scopes)")
+	class := fs.String("classification", "", "the classification claim: public, internal, confidential or restricted")
+	chain := fs.String("chain", "", "earlier hops of the delegation, oldest first, comma-separated (nested act claims)")
+	exp := fs.Duration("exp", time.Hour, "how long the token is valid")
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "writ dev token: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *exp <= 0 {
+		fmt.Fprintln(stderr, "writ dev token: -exp must be positive")
+		return 2
+	}
+	p, err := devidp.Open(*dir, *iss, *aud)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ dev token: %v\n", err)
+		return 1
+	}
+	c := devidp.Caller{Agent: *agent, User: *sub, Tenant: *tenant, Classification: *class, Scope: *scope,
+		Expires: time.Now().Add(*exp)}
+	for _, hop := range strings.Split(*chain, ",") {
+		if hop = strings.TrimSpace(hop); hop != "" {
+			c.Chain = append(c.Chain, hop)
+		}
+	}
+	claims := p.Claims(c)
+	if *tenant == "" {
+		delete(claims, "tenant")
+	}
+	tok, err := p.Sign(claims)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ dev token: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, tok)
+	return 0
+}
+
+func devJWKS(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("dev jwks", "writ dev jwks [-o FILE] [-dir DIR]",
+		"Prints the development key's JWKS (its public half), or writes it to -o: the file identity.jwt[].jwks_file names.")
+	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
+	out := fs.String("o", "", "write the JWKS to this file instead of stdout")
+	if done, code := parseFlags(fs, args, stdout, stderr); done {
+		return code
+	}
+	p, err := devidp.Open(*dir, DevIssuer, "")
+	if err != nil {
+		fmt.Fprintf(stderr, "writ dev jwks: %v\n", err)
+		return 1
+	}
+	jwks, err := p.JWKS()
+	if err != nil {
+		fmt.Fprintf(stderr, "writ dev jwks: %v\n", err)
+		return 1
+	}
+	jwks = append(jwks, '\n')
+	if *out == "" || *out == "-" {
+		_, _ = stdout.Write(jwks)
+		return 0
+	}
+	if err := os.WriteFile(*out, jwks, 0o644); err != nil { //nolint:gosec // a public key set
+		fmt.Fprintf(stderr, "writ dev jwks: %v\n", err)
+		return 1
+	}
+	return 0
+}

@@ -347,13 +347,12 @@ func TestFaultUpstreamSlow(t *testing.T) {
 }
 
 // TestFaultUpstreamGarbage: an agent answering what is not an A2A answer
-// (an HTML error page, JSON of the wrong shape). As proxy/plan.go documents
-// for a whole answer, the caller sees what the agent said (writ does not
-// invent an answer the agent did not give), but none of it is believed:
-// nothing is recorded, and the answer is counted invalid
-// (writ_upstream_invalid_responses_total); inside a stream an invalid event
-// is replaced by the protocol's error event instead (TestMalformedStreamLine,
-// and the line bomb below). The other agent's traffic goes on.
+// (an HTML error page, JSON of the wrong shape). The caller gets the
+// protocol's INVALID_AGENT_RESPONSE error instead (proxy/plan.go), as for an
+// invalid event inside a stream (TestMalformedStreamLine, and the line bomb
+// below): none of the answer reaches the caller, nothing of it is recorded,
+// and it is counted invalid (writ_upstream_invalid_responses_total). The
+// other agent's traffic goes on.
 func TestFaultUpstreamGarbage(t *testing.T) {
 	w := newFaultWorld(t, nil)
 	var invalid atomic.Int64
@@ -365,14 +364,15 @@ func TestFaultUpstreamGarbage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ mode, want string }{
+	for _, c := range []struct{ mode, agentSaid string }{
 		{"garbage", "502 Bad Gateway (nginx)"},
 		{"garbage-rpc", `"id":42,"status":"done"`},
 	} {
 		w.bad.mode.Store(c.mode)
 		for range 4 {
 			st, body, err := w.call(t.Context(), "/", "SendMessage")
-			if err != nil || st != 200 || !bytes.Contains(body, []byte(c.want)) {
+			if err != nil || st != 200 || !bytes.Contains(body, []byte("INVALID_AGENT_RESPONSE")) ||
+				bytes.Contains(body, []byte(c.agentSaid)) {
 				t.Errorf("%s: %d %v %s", c.mode, st, err, body)
 			}
 		}

@@ -77,3 +77,37 @@ func TestListDoesNotClaimTasks(t *testing.T) {
 		t.Fatalf("a list recorded t-migrated as owned by %+v", rec.Task.Owner)
 	}
 }
+
+// TestUnreadableListIsRefused: a listing writ cannot read (here a task in a
+// state it does not know) is one it cannot filter, so it is refused rather
+// than passed on; one with duplicate keys is passed on only as writ read it.
+//
+// Threat: an agent's listing, or an answer crafted to fail writ's parser
+// while an SDK client reads it, reaches the caller unfiltered with other
+// callers' tasks. Defence: an answer writ cannot read is replaced by the
+// protocol's INVALID_AGENT_RESPONSE error.
+func TestUnreadableListIsRefused(t *testing.T) {
+	for name, list := range map[string]string{
+		"unknown state": `{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"id":"t-retail","contextId":"c","status":{"state":"TASK_STATE_BOGUS"}},` +
+			`{"id":"t-retail2","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}]}}`,
+		"duplicate key": `{"jsonrpc":"2.0","id":1,"result":{"tasks":[],"tasks":[` +
+			`{"id":"t-retail","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}]}}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, list)
+			})
+			h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
+			_, a := h.rpc("/", h.token(investigator), "1.0", "ListTasks", map[string]any{})
+			if strings.Contains(string(a.raw), "t-retail") {
+				t.Fatalf("an unreadable listing reached the caller: %s", a.raw)
+			}
+			// A listing writ could read (the first of duplicate keys) is
+			// re-encoded from what it read; one it could not is refused.
+			if name == "unknown state" && (a.Error == nil || !strings.Contains(string(a.raw), "INVALID_AGENT_RESPONSE")) {
+				t.Fatalf("not refused: %s", a.raw)
+			}
+		})
+	}
+}

@@ -101,8 +101,9 @@ func (p *Plan) Fail(f *task.Fault) wire.Rendered {
 // Answer observes a whole upstream answer to the plan's request and returns
 // the body to pass on: a listing filtered to the caller's own tasks, anything
 // else as the agent sent it. A non-nil refusal replaces the answer: the answer
-// was too large, or the task it revealed could not be recorded (the caller
-// would own a task writ cannot check: fail closed).
+// was too large or not valid for its protocol, or the task it revealed could
+// not be recorded (the caller would own a task writ cannot check: fail
+// closed).
 func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wire.Rendered) {
 	if len(body) > MaxAnswerBytes {
 		p.invalid++
@@ -116,11 +117,15 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 	}
 	events, perr := ans.ParseResponse(&x.req, status, body)
 	if perr != nil {
-		// Passed on as is (the caller sees what the agent said), but nothing of it is
-		// believed: the lifecycle store stays unchanged.
+		// Nothing of it is believed, and it is not passed on: the caller gets
+		// the protocol's error, as for an invalid event inside a stream. (A
+		// listing writ cannot read is one it cannot filter to the caller's
+		// own tasks; a task it cannot read is one it cannot check later.)
 		p.invalid++
-		c.log.Warn("the agent's answer is not valid for its protocol; passed on unobserved",
+		c.log.Warn("the agent's answer is not valid for its protocol; refused",
 			"agent", x.rt.agent.Name, "operation", x.req.Operation, "error", perr)
+		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
+		return nil, &out
 	}
 	c.observe(ctx, p, events)
 	if p.failed != nil {
@@ -129,7 +134,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 	}
 	c.maybeFollow(p, events)
 	switch {
-	case x.req.Operation == task.OpList && perr == nil:
+	case x.req.Operation == task.OpList:
 		body = c.ownTasksOnly(ctx, x, body)
 	case x.req.Operation == task.OpExtendedCard:
 		ext, ok := x.edge.(adapters.ExtendedCards)

@@ -8,7 +8,7 @@ GOBIN     := $(shell $(GO) env GOPATH)/bin
 OPA_VERSION := v1.22.3
 OPA       := $(GOBIN)/opa
 
-.PHONY: build test test-deps run bench bench-envoy lint fmt capture fuzz deps opa policy-lint
+.PHONY: build test test-deps run bench bench-check bench-envoy lint fmt capture fuzz deps opa policy-lint
 
 build:
 	$(GO) build -o $(BIN) ./cmd/writ
@@ -29,8 +29,18 @@ test: deps test-deps lint
 run: deps
 	$(GO) run ./cmd/writ demo
 
+# The benchmark report: in-process benchmarks and ext_authz under load (writ
+# pinned to CPU 0, bench/load to CPU 1), written to bench/REPORT.md. DURATION
+# (10s) per load run, PASSES, ROUNDS, BENCHTIME, RATES, SKIP: see bench/report.
 bench: deps
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) run ./bench/report -out bench/REPORT.md
+
+# A fresh report compared with the committed one: fails when a headline ratio
+# regressed by more than 25%.
+bench-check: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GO) run ./bench/report -out "$$tmp/REPORT.md" && \
+	  $(GO) run ./bench/report -compare bench/REPORT.md "$$tmp/REPORT.md"
 
 # ext_authz under load: writ pinned to CPU 0, ghz to CPU 1, against an
 # always-allow baseline in the same run (installs ghz on first use).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -114,4 +115,89 @@ func BenchmarkEvaluateAlwaysAllow(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkBuildInput: building the writ/v1 input and its OPA value (what a
+// decision that reaches OPA converts), for the benchmark caller.
+func BenchmarkBuildInput(b *testing.B) {
+	f := benchFacts(benchCaller(b))
+	b.ReportAllocs()
+	for b.Loop() {
+		if BuildInput(f).Value() == nil {
+			b.Fatal("no value")
+		}
+	}
+}
+
+// newTokenCallers are n callers as n fresh tokens of the benchmark caller would
+// make them: the same claims but jti and iat, each with its claims digest (which
+// identity computes when it verifies a token).
+func newTokenCallers(c identity.Caller, n int) []identity.Caller {
+	out := make([]identity.Caller, n)
+	for i := range out {
+		claims := make(map[string]any, len(c.Claims)+1)
+		for k, v := range c.Claims {
+			claims[k] = v
+		}
+		claims["jti"] = "bench-" + strconv.Itoa(i)
+		claims["iat"] = float64(1796017495 + i)
+		out[i] = c
+		out[i].Claims, out[i].ClaimsDigest = claims, identity.DigestClaims(claims)
+	}
+	return out
+}
+
+// BenchmarkDecideNewToken: the benchmark delegation from a new token each time
+// (same claims but jti and iat): what the new-token workload asks of the engine.
+func BenchmarkDecideNewToken(b *testing.B) {
+	e, err := NewEngine(loadShipped(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	callers := newTokenCallers(benchCaller(b), 20000)
+	f := benchFacts(callers[0])
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.Caller = callers[i%len(callers)]
+		if d, _ := e.Decide(ctx, BuildInput(f)); !d.Allow {
+			b.Fatalf("%+v", d)
+		}
+	}
+}
+
+// BenchmarkCacheBytes reports the heap a cached decision holds (B/decision), as
+// the growth of the live heap over 10,000 decisions with distinct keys.
+func BenchmarkCacheBytes(b *testing.B) {
+	e, err := NewEngine(loadShipped(b), Options{CacheSize: 10000})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := benchFacts(benchCaller(b))
+	ctx := context.Background()
+	for i := range 200 { // warm: OPA's own lazily built state is not a cache entry
+		f.Request.TaskID = "w-" + strconv.Itoa(i)
+		e.Decide(ctx, BuildInput(f))
+	}
+	e.Swap(e.Policy())
+	before := liveHeap()
+	for i := range 10000 {
+		f.Request.TaskID = "t-" + strconv.Itoa(i)
+		e.Decide(ctx, BuildInput(f))
+	}
+	after := liveHeap()
+	if e.cache.Len() != 10000 {
+		b.Fatalf("%d entries cached", e.cache.Len())
+	}
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(after-before)/10000, "B/decision")
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

@@ -2,10 +2,14 @@ package identity
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // benchResolver verifies the token of the shared benchmark request
@@ -67,4 +71,45 @@ func BenchmarkIdentifyUncached(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCacheBytes reports the heap a cached verified token holds (B/token):
+// the growth of the live heap over 5,000 distinct tokens of one caller (claims
+// like the benchmark token's, new jti and iat each).
+func BenchmarkCacheBytes(b *testing.B) {
+	clock := newClock()
+	k := newKey(b, jose.ES256, "es")
+	srv := newJWKSServer(b, k)
+	r := newTestResolver(b, Config{JWT: []IssuerConfig{issuerFor(srv)}}, clock)
+	const n = 5000
+	toks := make([]string, n)
+	for i := range toks {
+		c := claimsAt(clock.Now())
+		c["jti"] = fmt.Sprintf("bench-%07d", i)
+		c["data_classification"] = "restricted"
+		toks[i] = k.sign(b, c)
+	}
+	if _, err := r.Identify(context.Background(), bearerCreds(toks[0])); err != nil { // JWKS fetched, issuer warm
+		b.Fatal(err)
+	}
+	r.cache.Purge()
+	before := liveHeap()
+	for _, tok := range toks {
+		if _, err := r.Identify(context.Background(), bearerCreds(tok)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	after := liveHeap()
+	runtime.KeepAlive(toks)
+	for b.Loop() {
+	}
+	b.ReportMetric(float64(int64(after)-int64(before))/n, "B/token")
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

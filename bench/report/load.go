@@ -42,6 +42,7 @@ type server struct {
 	grpcAddr  string
 	adminAddr string
 	log       string
+	exited    chan struct{}
 }
 
 const grpcPort, adminPort = 19191, 19192
@@ -78,6 +79,12 @@ envoy:
 }
 
 func startServer(bin, config, logPath string) (*server, error) {
+	for _, port := range []int{grpcPort, adminPort} {
+		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("port %d is in use: another server would answer the load instead of this one", port)
+		}
+	}
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -88,10 +95,17 @@ func startServer(bin, config, logPath string) (*server, error) {
 		logf.Close()
 		return nil, err
 	}
-	go func() { _ = cmd.Wait(); logf.Close() }()
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
 	s := &server{cmd: cmd, grpcAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
-		adminAddr: fmt.Sprintf("127.0.0.1:%d", adminPort), log: logPath}
+		adminAddr: fmt.Sprintf("127.0.0.1:%d", adminPort), log: logPath, exited: exited}
 	for range 300 {
+		select {
+		case <-exited:
+			raw, _ := os.ReadFile(logPath)
+			return nil, fmt.Errorf("writ exited:\n%s", raw)
+		default:
+		}
 		if c, err := net.Dial("tcp", s.grpcAddr); err == nil {
 			c.Close()
 			return s, nil
@@ -105,11 +119,9 @@ func startServer(bin, config, logPath string) (*server, error) {
 
 func (s *server) stop() {
 	_ = s.cmd.Process.Kill()
-	for range 100 {
-		if s.cmd.ProcessState != nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-s.exited:
+	case <-time.After(5 * time.Second):
 	}
 	// Wait until the port is free for the next server.
 	for range 100 {
@@ -201,6 +213,12 @@ func (s *server) profile(out string, d time.Duration, fn func()) error {
 
 // load runs bench/load pinned to CPU 1 against the server.
 func (s *server) load(loadBin, requests string, args ...string) (loadResult, error) {
+	select {
+	case <-s.exited:
+		raw, _ := os.ReadFile(s.log)
+		return loadResult{}, fmt.Errorf("writ exited:\n%s", raw)
+	default:
+	}
 	argv := append([]string{"-c", "1", loadBin, "-addr", s.grpcAddr, "-requests", requests}, args...)
 	t0 := s.cpuTicks()
 	out, err := exec.Command("taskset", argv...).Output()

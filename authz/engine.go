@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -105,12 +106,17 @@ func (e *Engine) CacheStats() (hits, misses uint64) { return e.hits.Load(), e.mi
 // Decide evaluates the policy on in. It always returns a usable decision: when
 // evaluation fails the decision denies with POLICY_ERROR (or passes in dry-run),
 // and the error says why, for the log.
+//
+// The cache key covers only what the policy can read of the input (reads.go):
+// two inputs that differ elsewhere share a decision. A policy that calls a
+// nondeterministic built-in (time, randomness, HTTP) is never cached.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	start := time.Now()
 	p := e.policy.Load()
+	cache := e.cache != nil && !p.reads.nondeterministic
 	var key [32]byte
-	if e.cache != nil {
-		key = Key(p.Revision, in)
+	if cache {
+		key = p.key(in)
 		if d, ok := e.cache.Get(key); ok {
 			e.hits.Add(1)
 			d.ID, d.CacheHit, d.Duration = newID(), true, time.Since(start)
@@ -122,7 +128,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	d.Revision = p.Revision
 	if err != nil {
 		d = Decision{Revision: p.Revision, Denials: []task.Denial{{Code: PolicyErrorCode, Reason: err.Error()}}}
-	} else if e.cache != nil {
+	} else if cache {
 		e.cache.Add(key, d)
 	}
 	d.ID, d.Duration = newID(), time.Since(start)
@@ -186,6 +192,25 @@ func evaluate(ctx context.Context, p *Policy, in *Input) (Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// sameDecision reports whether two evaluations decided alike.
+func sameDecision(a Decision, aerr error, b Decision, berr error) bool {
+	if (aerr != nil) != (berr != nil) {
+		return false
+	}
+	if aerr != nil {
+		return true
+	}
+	if a.Allow != b.Allow || !slices.Equal(a.Denials, b.Denials) || len(a.Headers) != len(b.Headers) {
+		return false
+	}
+	for k, v := range a.Headers {
+		if b.Headers[k] != v {
+			return false
+		}
+	}
+	return true
 }
 
 func newID() string {

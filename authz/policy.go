@@ -33,6 +33,9 @@ type Policy struct {
 	Files    []string
 	Loaded   time.Time
 	Tests    TestSummary
+	// reads is what of the input the policy can read: the decision-cache key
+	// covers that and nothing else.
+	reads reads
 }
 
 // TestSummary counts the results of a policy set's own Rego tests.
@@ -128,7 +131,32 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 		return nil, fmt.Errorf("compiling policies: %w", err)
 	}
 	p.query = q
+	if p.reads, err = analyze(ctx, res.Modules, store); err != nil {
+		return nil, err
+	}
 	return p, nil
+}
+
+// analyze compiles the non-test modules on their own and finds what of the
+// input they read.
+func analyze(ctx context.Context, files map[string]*loader.RegoFile, store storage.Store) (reads, error) {
+	modules := map[string]*ast.Module{}
+	for path, m := range files {
+		if !isTest(path) {
+			modules[path] = m.Parsed
+		}
+	}
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return reads{}, err
+	}
+	defer store.Abort(ctx, txn)
+	c := ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).WithPathConflictsCheck(storage.NonEmpty(ctx, store, txn))
+	c.Compile(modules)
+	if c.Failed() {
+		return reads{}, fmt.Errorf("compiling policies: %w", c.Errors)
+	}
+	return analyzeReads(c.Modules), nil
 }
 
 // revisionOf hashes the path and content of every policy and data file under the

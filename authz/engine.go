@@ -13,7 +13,6 @@ import (
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/task"
@@ -124,7 +123,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		}
 		e.misses.Add(1)
 	}
-	d, err := evaluate(ctx, p, in)
+	d, err := p.decision(ctx, p.full, p.value(in, nil))
 	d.Revision = p.Revision
 	if err != nil {
 		d = Decision{Revision: p.Revision, Denials: []task.Denial{{Code: PolicyErrorCode, Reason: err.Error()}}}
@@ -144,54 +143,10 @@ func (e *Engine) finish(d Decision) Decision {
 	return d
 }
 
-// evaluate runs the prepared query and reads the decision object.
+// evaluate decides in on the whole policy and the whole input (no pruning): the
+// reference the faster paths are tested against.
 func evaluate(ctx context.Context, p *Policy, in *Input) (Decision, error) {
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(in.Value()))
-	if err != nil {
-		return Decision{}, fmt.Errorf("policy evaluation: %w", err)
-	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
-		return Decision{}, errors.New("policy decision is undefined")
-	}
-	obj, ok := rs[0].Expressions[0].Value.(map[string]any)
-	if !ok {
-		return Decision{}, fmt.Errorf("policy decision is %T, not an object", rs[0].Expressions[0].Value)
-	}
-	allow, ok := obj["allow"].(bool)
-	if !ok {
-		return Decision{}, errors.New(`policy decision has no boolean "allow"`)
-	}
-	d := Decision{Allow: allow}
-	if raw, ok := obj["denials"]; ok {
-		list, ok := raw.([]any)
-		if !ok {
-			return Decision{}, errors.New(`policy decision "denials" is not a list`)
-		}
-		for _, item := range list {
-			m, ok := item.(map[string]any)
-			code, _ := m["code"].(string)
-			reason, _ := m["reason"].(string)
-			if !ok || code == "" {
-				return Decision{}, fmt.Errorf("policy denial %v has no code", item)
-			}
-			d.Denials = append(d.Denials, task.Denial{Code: code, Reason: reason})
-		}
-	}
-	if d.Allow && len(d.Denials) > 0 {
-		return Decision{}, errors.New("policy decision allows with denials")
-	}
-	if !d.Allow && len(d.Denials) == 0 {
-		d.Denials = []task.Denial{{Code: "DENIED", Reason: "the policy denied without a reason"}}
-	}
-	if raw, ok := obj["headers"].(map[string]any); ok {
-		d.Headers = map[string]string{}
-		for k, v := range raw {
-			if s, ok := v.(string); ok {
-				d.Headers[k] = s
-			}
-		}
-	}
-	return d, nil
+	return p.decision(ctx, p.full, in.Value())
 }
 
 // sameDecision reports whether two evaluations decided alike.

@@ -116,18 +116,22 @@ func (t *InputTarget) value() ast.Value {
 	return memo(digestOf('t', fields...), t.build)
 }
 
-func (t *InputTarget) build() ast.Value {
+func (t *InputTarget) skillsValue() ast.Value {
 	skills := make([]*ast.Term, len(t.Skills))
 	for i, s := range t.Skills {
 		skills[i] = ast.NewTerm(ast.NewObject(item("id", ast.String(s.ID)), item("tags", stringArray(s.Tags))))
 	}
+	return ast.NewArray(skills...)
+}
+
+func (t *InputTarget) build() ast.Value {
 	return ast.NewObject(
 		item("name", ast.String(t.Name)),
 		item("owner", ast.String(t.Owner)),
 		item("tenants", stringArray(t.Tenants)),
 		item("max_data_classification", ast.String(t.MaxClassification)),
 		item("security_schemes", stringArray(t.SecuritySchemes)),
-		item("skills", ast.NewArray(skills...)),
+		item("skills", t.skillsValue()),
 		item("push_notifications", ast.Boolean(t.PushNotifications)),
 	)
 }

@@ -90,9 +90,14 @@ func NewEngine(p *Policy, opt Options) (*Engine, error) {
 // Policy returns the policy currently serving.
 func (e *Engine) Policy() *Policy { return e.policy.Load() }
 
-// Swap makes p the serving policy. Cached decisions of the old revision can never
-// match again (the revision is part of every key); they are purged to free memory.
+// Swap makes p the serving policy. The residuals of the targets the old policy
+// served are built first, so the swap does not slow their next decisions down.
+// Cached decisions of the old revision can never match again (the revision is
+// part of every key); they are purged to free memory.
 func (e *Engine) Swap(p *Policy) {
+	if old := e.policy.Load(); old != nil && old != p {
+		p.Prepare(context.Background(), old.Targets(), e.log)
+	}
 	e.policy.Store(p)
 	if e.cache != nil {
 		e.cache.Purge()
@@ -106,9 +111,9 @@ func (e *Engine) CacheStats() (hits, misses uint64) { return e.hits.Load(), e.mi
 // evaluation fails the decision denies with POLICY_ERROR (or passes in dry-run),
 // and the error says why, for the log.
 //
-// The cache key covers only what the policy can read of the input (reads.go):
-// two inputs that differ elsewhere share a decision. A policy that calls a
-// nondeterministic built-in (time, randomness, HTTP) is never cached.
+// The cache key covers only what the policy can read of the input (see
+// reads.go): two inputs that differ elsewhere share a decision. A policy that
+// calls a nondeterministic built-in (time, randomness, HTTP) is never cached.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	start := time.Now()
 	p := e.policy.Load()
@@ -123,7 +128,7 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		}
 		e.misses.Add(1)
 	}
-	d, err := p.decision(ctx, p.full, p.value(in, nil))
+	d, err := p.decide(ctx, in, e.log)
 	d.Revision = p.Revision
 	if err != nil {
 		d = Decision{Revision: p.Revision, Denials: []task.Denial{{Code: PolicyErrorCode, Reason: err.Error()}}}
@@ -143,8 +148,37 @@ func (e *Engine) finish(d Decision) Decision {
 	return d
 }
 
-// evaluate decides in on the whole policy and the whole input (no pruning): the
-// reference the faster paths are tested against.
+// decide evaluates in: on the residual of its target when there is one, else on
+// the whole policy. A target's first decisions are also evaluated on the whole
+// policy; a residual that disagrees is dropped for good.
+func (p *Policy) decide(ctx context.Context, in *Input, log *slog.Logger) (Decision, error) {
+	tp := p.forTarget(ctx, &in.Target, log)
+	if tp == nil {
+		return p.decision(ctx, p.full, p.value(in, nil))
+	}
+	input := p.value(in, tp.tv)
+	prog := tp.prog.Load()
+	if prog == nil {
+		return p.decision(ctx, p.full, input)
+	}
+	d, err := p.decision(ctx, prog, input)
+	if tp.checks.Load() > 0 && tp.checks.Add(-1) >= 0 {
+		fd, ferr := p.decision(ctx, p.full, input)
+		if !sameDecision(d, err, fd, ferr) {
+			tp.prog.Store(nil)
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Error("the partially evaluated policy disagreed with the whole policy; the target is evaluated whole from now on",
+				"target", in.Target.Name, "revision", p.Revision, "residual", d, "whole", fd, "residual_error", err, "whole_error", ferr)
+			return fd, ferr
+		}
+	}
+	return d, err
+}
+
+// evaluate decides in on the whole policy and the whole input (no partial
+// evaluation, no pruning): the reference the faster paths are tested against.
 func evaluate(ctx context.Context, p *Policy, in *Input) (Decision, error) {
 	return p.decision(ctx, p.full, in.Value())
 }

@@ -89,7 +89,7 @@ func matrix(n int) []*Input {
 func TestPrunedInputDecidesAlike(t *testing.T) {
 	ctx := context.Background()
 	p := loadShipped(t)
-	n := 1500
+	n := 1000
 	if testing.Short() {
 		n = 300
 	}

@@ -24,7 +24,8 @@ import (
 const DefaultQuery = "data.writ.authz.decision"
 
 // Policy is one compiled, immutable policy set: the compiled decision query, the
-// files it came from and its revision, and what of the input it reads. A reload
+// files it came from and its revision, what of the input it reads, and the
+// residuals of its partial evaluation per target (built on first use). A reload
 // builds a new Policy fully or not at all.
 type Policy struct {
 	Revision string
@@ -34,7 +35,8 @@ type Policy struct {
 
 	store    storage.Store
 	compiler *ast.Compiler
-	// modules are the parsed (uncompiled) non-test modules.
+	// modules are the parsed (uncompiled) non-test modules; a residual is
+	// compiled from them and its support rules.
 	modules map[string]*ast.Module
 	// full is the decision query on the whole policy.
 	full *program
@@ -42,6 +44,9 @@ type Policy struct {
 	// and the OPA input cover that and nothing else.
 	reads reads
 	shape shape
+	// noPartial: every target evaluates the whole policy.
+	noPartial bool
+	targets   targets
 }
 
 // TestSummary counts the results of a policy set's own Rego tests.
@@ -59,6 +64,9 @@ type LoadOptions struct {
 	Query string
 	// SkipTests loads a set without running its _test.rego files.
 	SkipTests bool
+	// NoPartial turns off partial evaluation per target: every decision
+	// evaluates the whole policy.
+	NoPartial bool
 }
 
 // policyFiles is the loader filter: it keeps .rego, .json and .yaml files (it
@@ -114,7 +122,8 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 	if err != nil {
 		return nil, fmt.Errorf("loading policy data: %w", err)
 	}
-	p := &Policy{Revision: revision, Files: files, Loaded: time.Now(), store: store}
+	p := &Policy{Revision: revision, Files: files, Loaded: time.Now(), store: store, noPartial: opt.NoPartial,
+		targets: targets{m: map[[32]byte]*targetProgram{}}}
 	if !opt.SkipTests {
 		_, sum, err := runTests(ctx, res.ParsedModules(), store)
 		p.Tests = sum

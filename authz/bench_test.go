@@ -110,7 +110,7 @@ func BenchmarkEvaluatePartial(b *testing.B) {
 	p := loadShipped(b)
 	in := BuildInput(benchFacts(benchCaller(b)))
 	ctx := context.Background()
-	tp := p.forTarget(ctx, &in.Target, nil)
+	tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
 	prog, input := tp.prog.Load(), p.value(in, tp.tv)
 	if prog == nil {
 		b.Fatal("no residual")

@@ -96,7 +96,7 @@ func (e *Engine) Policy() *Policy { return e.policy.Load() }
 // part of every key); they are purged to free memory.
 func (e *Engine) Swap(p *Policy) {
 	if old := e.policy.Load(); old != nil && old != p {
-		p.Prepare(context.Background(), old.Targets(), e.log)
+		p.prepare(context.Background(), old, e.log)
 	}
 	e.policy.Store(p)
 	if e.cache != nil {
@@ -152,7 +152,7 @@ func (e *Engine) finish(d Decision) Decision {
 // the whole policy. A target's first decisions are also evaluated on the whole
 // policy; a residual that disagrees is dropped for good.
 func (p *Policy) decide(ctx context.Context, in *Input, log *slog.Logger) (Decision, error) {
-	tp := p.forTarget(ctx, &in.Target, log)
+	tp := p.forTarget(ctx, &in.Target, in.Operation, log)
 	if tp == nil {
 		return p.decision(ctx, p.full, p.value(in, nil))
 	}

@@ -90,8 +90,8 @@ func TestPrunedInputDecidesAlike(t *testing.T) {
 	ctx := context.Background()
 	p := loadShipped(t)
 	n := 1000
-	if testing.Short() {
-		n = 300
+	if testing.Short() || raceEnabled {
+		n = 200
 	}
 	for i, in := range matrix(n) {
 		want, werr := evaluate(ctx, p, in)

@@ -18,7 +18,7 @@ func checkPartial(t *testing.T, p *Policy, inputs []*Input) {
 	residuals := map[string]bool{}
 	for i, in := range inputs {
 		want, werr := evaluate(ctx, p, in)
-		tp := p.forTarget(ctx, &in.Target, nil)
+		tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
 		if tp == nil {
 			t.Fatal("no residual slot")
 		}
@@ -42,8 +42,8 @@ func checkPartial(t *testing.T, p *Policy, inputs []*Input) {
 // whole policy, on the shipped policy and data and on a variant of the data.
 func TestPartialMatchesFull(t *testing.T) {
 	n := 1000
-	if testing.Short() {
-		n = 300
+	if testing.Short() || raceEnabled {
+		n = 200
 	}
 	inputs := matrix(n)
 	t.Run("shipped", func(t *testing.T) { checkPartial(t, loadShipped(t), inputs) })
@@ -86,7 +86,7 @@ func TestPartialDisagreementFallsBack(t *testing.T) {
 	p := loadShipped(t)
 	wrong := loadRego(t, "package writ.authz\n\ndecision := {\"allow\": true, \"denials\": []}\n")
 	in := BuildInput(facts(investigator, kyc)) // denied: classification and tenant
-	tp := p.forTarget(ctx, &in.Target, nil)
+	tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
 	tp.prog.Store(&program{compiler: wrong.compiler, query: wrong.full.query})
 	e, _ := NewEngine(p, Options{})
 	d, err := e.Decide(ctx, in)
@@ -121,7 +121,7 @@ func TestReloadRebuildsResiduals(t *testing.T) {
 	}
 	built := map[string]bool{}
 	for _, tg := range np.Targets() {
-		tp := np.forTarget(ctx, &tg, nil)
+		tp := np.forTarget(ctx, &tg, "send", nil)
 		built[tg.Name] = tp.prog.Load() != nil
 	}
 	if !built["sanctions-screening-agent"] || !built["kyc-refresh-agent"] {

@@ -123,7 +123,7 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 		return nil, fmt.Errorf("loading policy data: %w", err)
 	}
 	p := &Policy{Revision: revision, Files: files, Loaded: time.Now(), store: store, noPartial: opt.NoPartial,
-		targets: targets{m: map[[32]byte]*targetProgram{}}}
+		targets: targets{m: map[residualKey]*targetProgram{}}}
 	if !opt.SkipTests {
 		_, sum, err := runTests(ctx, res.ParsedModules(), store)
 		p.Tests = sum

@@ -12,9 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/authz/internal/segcache"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -44,6 +43,9 @@ type Options struct {
 	// CacheSize bounds the decision cache (entries). 0 means DefaultCacheSize; a
 	// negative size disables the cache.
 	CacheSize int
+	// CacheBytes bounds the decision cache's estimated heap. 0 means
+	// DefaultCacheBytes; a negative value bounds entries only.
+	CacheBytes int
 	// DryRun lets every request pass and logs the decisions that would have denied.
 	DryRun bool
 	Logger *slog.Logger
@@ -52,11 +54,18 @@ type Options struct {
 // DefaultCacheSize is the decision cache's default bound.
 const DefaultCacheSize = 10000
 
+// DefaultCacheBytes is the decision cache's default heap bound: room for the
+// default 10,000 entries with a few long denial reasons each.
+const DefaultCacheBytes = 8 << 20
+
 // Engine evaluates decisions against the current policy. It is safe for concurrent
 // use; Swap replaces the policy atomically while decisions are in flight.
 type Engine struct {
 	policy atomic.Pointer[Policy]
-	cache  *lru.Cache[[32]byte, Decision]
+	// cache holds decisions by key. A decision seen once waits in its small
+	// probation segment; only one asked for again stays (segcache), so keys
+	// that never repeat do not grow the heap.
+	cache  *segcache.Cache[[32]byte, Decision]
 	hits   atomic.Uint64
 	misses atomic.Uint64
 	dryRun bool
@@ -76,8 +85,12 @@ func NewEngine(p *Policy, opt Options) (*Engine, error) {
 	if size == 0 {
 		size = DefaultCacheSize
 	}
+	bytes := opt.CacheBytes
+	if bytes == 0 {
+		bytes = DefaultCacheBytes
+	}
 	if size > 0 {
-		c, err := lru.New[[32]byte, Decision](size)
+		c, err := segcache.New[[32]byte, Decision](size, bytes, decisionBytes)
 		if err != nil {
 			return nil, fmt.Errorf("decision cache: %w", err)
 		}
@@ -200,6 +213,20 @@ func sameDecision(a Decision, aerr error, b Decision, berr error) bool {
 		}
 	}
 	return true
+}
+
+// decisionBytes estimates the heap a cached decision holds: the struct, the
+// key and the cache's list and map entries, and its denials and headers.
+// BenchmarkCacheBytes measures the real figure.
+func decisionBytes(d Decision) int {
+	n := 224
+	for _, x := range d.Denials {
+		n += 32 + len(x.Code) + len(x.Reason)
+	}
+	for k, v := range d.Headers {
+		n += 64 + len(k) + len(v)
+	}
+	return n
 }
 
 func newID() string {

@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"strconv"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/authz/internal/segcache"
 )
 
 // Value converts the input to an OPA value directly, field by field, so a decision
@@ -47,11 +47,16 @@ func (in *Input) Value() ast.Value {
 	return obj
 }
 
-// subValues caches the OPA form of the caller and target objects by a digest of
-// their content: a token's caller and a configured target are converted once, not
-// on every decision. Content-addressed, so entries are shared safely across
-// engines and policy revisions; OPA never mutates input values.
-var subValues, _ = lru.New[[32]byte, ast.Value](8192)
+// subValues caches the OPA form of the whole caller and target objects (for a
+// policy that reads them whole) by a digest of their content: a caller that comes
+// back and a configured target are converted once, not on every decision. A
+// caller seen once (a token minted per request) only passes through the cache's
+// small probation segment. Content-addressed, so entries are shared safely
+// across engines and policy revisions; OPA never mutates input values.
+var subValues, _ = segcache.New[[32]byte, ast.Value](4096, 16<<20, valueBytes)
+
+// valueBytes estimates the heap of a converted value from its text length.
+func valueBytes(v ast.Value) int { return 256 + 12*v.StringLength() }
 
 // memo returns the cached value under key, building and caching it on a miss.
 func memo(key [32]byte, build func() ast.Value) ast.Value {

@@ -17,8 +17,9 @@ import (
 var keyBuf = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 // key is the decision-cache key of in under p: the revision and, for each read
-// path, the path and the value there (length-prefixed, with a marker for an
-// absent value), hashed.
+// path in order, the value there (length-prefixed, with a marker for an absent
+// value), hashed. The paths themselves need not be encoded: they are fixed by
+// the policy, hence by the revision.
 func (p *Policy) key(in *Input) [32]byte {
 	if p.reads.all {
 		return Key(p.Revision, in)
@@ -27,10 +28,6 @@ func (p *Policy) key(in *Input) [32]byte {
 	e := keyEnc{b: (*bp)[:0]}
 	e.s(p.Revision)
 	for _, path := range p.reads.paths {
-		e.n(len(path))
-		for _, step := range path {
-			e.s(step)
-		}
 		e.value(in, path)
 	}
 	sum := sha256.Sum256(e.b)
@@ -120,11 +117,15 @@ func (e *keyEnc) protocol(p *InputProtocol, rest []string) {
 func (e *keyEnc) caller(c *InputCaller, rest []string) {
 	if len(rest) == 0 {
 		for _, f := range callerFields {
-			e.caller(c, []string{f})
+			e.callerField(c, f, nil)
 		}
 		return
 	}
-	switch rest[0] {
+	e.callerField(c, rest[0], rest[1:])
+}
+
+func (e *keyEnc) callerField(c *InputCaller, f string, rest []string) {
+	switch f {
 	case "authenticated":
 		e.flag(c.Authenticated)
 	case "method":
@@ -142,7 +143,7 @@ func (e *keyEnc) caller(c *InputCaller, rest []string) {
 	case "delegation_chain":
 		e.list(c.Chain)
 	case "claims":
-		if len(rest) == 1 {
+		if len(rest) == 0 {
 			d := c.claimsDigest
 			if d == ([32]byte{}) {
 				d = identity.DigestClaims(c.Claims)
@@ -150,7 +151,7 @@ func (e *keyEnc) caller(c *InputCaller, rest []string) {
 			e.b = append(e.b, d[:]...)
 			return
 		}
-		v, ok := claimAt(c.Claims, rest[1:])
+		v, ok := claimAt(c.Claims, rest)
 		if !ok {
 			e.absent()
 			return
@@ -189,11 +190,15 @@ func claimAt(claims map[string]any, path []string) (any, bool) {
 func (e *keyEnc) target(t *InputTarget, rest []string) {
 	if len(rest) == 0 {
 		for _, f := range targetFields {
-			e.target(t, []string{f})
+			e.targetField(t, f)
 		}
 		return
 	}
-	switch rest[0] {
+	e.targetField(t, rest[0])
+}
+
+func (e *keyEnc) targetField(t *InputTarget, f string) {
+	switch f {
 	case "name":
 		e.s(t.Name)
 	case "owner":
@@ -222,11 +227,15 @@ var targetFields = []string{"name", "owner", "tenants", "max_data_classification
 func (e *keyEnc) task(k *InputTask, rest []string) {
 	if len(rest) == 0 {
 		for _, f := range taskFields {
-			e.task(k, []string{f})
+			e.taskField(k, f)
 		}
 		return
 	}
-	switch rest[0] {
+	e.taskField(k, rest[0])
+}
+
+func (e *keyEnc) taskField(k *InputTask, f string) {
+	switch f {
 	case "id":
 		e.s(k.ID)
 	case "context_id":
@@ -261,11 +270,15 @@ var taskFields = []string{"id", "context_id", "state", "owner", "data_classifica
 func (e *keyEnc) push(p *InputPush, rest []string) {
 	if len(rest) == 0 {
 		for _, f := range pushFields {
-			e.push(p, []string{f})
+			e.pushField(p, f)
 		}
 		return
 	}
-	switch rest[0] {
+	e.pushField(p, rest[0])
+}
+
+func (e *keyEnc) pushField(p *InputPush, f string) {
+	switch f {
 	case "url":
 		e.s(p.URL)
 	case "scheme":

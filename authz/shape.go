@@ -88,10 +88,31 @@ func (p *Policy) value(in *Input, tv ast.Value) ast.Value {
 			}, requestFields)
 		}
 		if v != nil {
-			obj.Insert(ast.StringTerm(k), ast.NewTerm(v))
+			obj.Insert(keyTerm(k), ast.NewTerm(v))
 		}
 	}
 	return obj
+}
+
+// keyTerms are the input's field names as terms, made once: an object key is
+// never mutated, so every input can share them.
+var keyTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, fs := range [][]string{{"version", "operation", "protocol", "caller", "target", "task", "push", "request",
+		"owner", "agent_id", "tenant", "user_id", "text", "file", "data"},
+		protocolFields, requestFields, callerFields, targetFields, taskFields, pushFields} {
+		for _, f := range fs {
+			m[f] = ast.StringTerm(f)
+		}
+	}
+	return m
+}()
+
+func keyTerm(k string) *ast.Term {
+	if t, ok := keyTerms[k]; ok {
+		return t
+	}
+	return ast.StringTerm(k)
 }
 
 var (
@@ -105,7 +126,7 @@ func pick(sub shape, get func(string) ast.Value, all []string) ast.Value {
 	obj := ast.NewObject()
 	add := func(f string) {
 		if v := get(f); v != nil {
-			obj.Insert(ast.StringTerm(f), ast.NewTerm(v))
+			obj.Insert(keyTerm(f), ast.NewTerm(v))
 		}
 	}
 	if len(sub) == 0 {
@@ -166,7 +187,7 @@ func claimsValue(claims map[string]any, sub shape) ast.Value {
 			continue
 		}
 		if v, err := ast.InterfaceToValue(raw); err == nil {
-			obj.Insert(ast.StringTerm(k), ast.NewTerm(v))
+			obj.Insert(keyTerm(k), ast.NewTerm(v))
 		}
 	}
 	return obj

@@ -166,7 +166,7 @@ func (t *InputTask) value() ast.Value {
 }
 
 func item(key string, v ast.Value) [2]*ast.Term {
-	return ast.Item(ast.StringTerm(key), ast.NewTerm(v))
+	return ast.Item(keyTerm(key), ast.NewTerm(v))
 }
 
 func stringArray(ss []string) ast.Value {

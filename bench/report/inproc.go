@@ -18,10 +18,26 @@ type machine struct {
 	CPU, Kernel, Go, OPA, Commit string
 	Cores                        int
 	Date                         time.Time
+	// LoadStart and LoadEnd are the host's 1-minute load average when the run
+	// started and ended: other work on the host slows every figure down.
+	LoadStart, LoadEnd string
+}
+
+// loadAverage reads the 1-, 5- and 15-minute load averages.
+func loadAverage() string {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func machineFacts() machine {
-	m := machine{Cores: runtime.NumCPU(), Date: time.Now().UTC()}
+	m := machine{Cores: runtime.NumCPU(), Date: time.Now().UTC(), LoadStart: loadAverage()}
 	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(raw), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
@@ -82,8 +98,9 @@ var inprocGroups = []struct {
 	scale float64 // of BENCHTIME
 }{
 	{[]string{"./authz", "./authz/identity", "./proxy/extauthz"},
-		"^(BenchmarkDecideMiss|BenchmarkDecideNewToken|BenchmarkDecideHit|BenchmarkEvaluate|BenchmarkEvaluateAlwaysAllow|" +
-			"BenchmarkBuildInput|BenchmarkIdentifyCached|BenchmarkIdentifyUncached|BenchmarkCheck|BenchmarkCacheBytes)$", 1},
+		"^(BenchmarkDecideMiss|BenchmarkDecideNewContext|BenchmarkDecideNewToken|BenchmarkDecideHit|BenchmarkEvaluate|" +
+			"BenchmarkEvaluatePartial|BenchmarkEvaluateAlwaysAllow|BenchmarkBuildInput|BenchmarkIdentifyCached|" +
+			"BenchmarkIdentifyUncached|BenchmarkCheck|BenchmarkCacheBytes)$", 1},
 	{[]string{"./bench"}, "^BenchmarkParse$", 0.2},
 	{[]string{"./bench"}, "^BenchmarkSidecar$", 1},
 }
@@ -157,19 +174,21 @@ type profileRow struct {
 // A function may be counted in more than one (OPA's evaluator calls builtins);
 // the shares are cumulative, not a partition.
 var categories = []struct{ name, fn string }{
-	{"policy evaluation (OPA topdown)", "github.com/open-policy-agent/opa/v1/topdown.(*Query).Iter"},
-	{"decision (Engine.Decide, incl. evaluation)", "github.com/writ-authz/writ/authz.(*Engine).Decide"},
-	{"input build (BuildInput)", "github.com/writ-authz/writ/authz.BuildInput"},
-	{"RS256 verification", "crypto/rsa.VerifyPKCS1v15"},
+	{"gRPC server, a call (handleStream, incl. everything below)", "google.golang.org/grpc.(*Server).handleStream"},
+	{"proxy pipeline (proxy.Server.Check, incl. below)", "github.com/writ-authz/writ/proxy.(*Server).Check"},
 	{"identity (Identify, incl. RS256)", "github.com/writ-authz/writ/authz/identity.(*Resolver).Identify"},
-	{"A2A body parse (adapters)", "github.com/writ-authz/writ/adapters/a2a.Parse"},
-	{"proxy pipeline (proxy.Server.Check)", "github.com/writ-authz/writ/proxy.(*Server).Check"},
-	{"gRPC server (handleStream, incl. Check)", "google.golang.org/grpc.(*Server).handleStream"},
+	{"RS256 verification (crypto/rsa)", "crypto/rsa.VerifyPKCS1v15"},
+	{"JSON decoding (encoding/json.Unmarshal: token and body)", "encoding/json.Unmarshal"},
+	{"A2A body parse (adapters/a2a.Parse)", "github.com/writ-authz/writ/adapters/a2a.Parse"},
+	{"decision (authz Engine.Decide, incl. evaluation)", "github.com/writ-authz/writ/authz.(*Engine).Decide"},
+	{"policy evaluation (OPA topdown)", "github.com/open-policy-agent/opa/v1/topdown.(*Query).Iter"},
+	{"protobuf unmarshal (CheckRequest)", "google.golang.org/protobuf/proto.Unmarshal"},
+	{"gRPC transport (HTTP/2 frames, HPACK)", "google.golang.org/grpc/internal/transport.(*http2Server).HandleStreams"},
+	{"syscalls (read/write)", "internal/runtime/syscall/linux.Syscall6"},
 	{"GC (background mark workers)", "runtime.gcBgMarkWorker"},
 	{"GC assist", "runtime.gcAssistAlloc"},
 	{"goroutine stack growth (newstack)", "runtime.newstack"},
 	{"memory allocation (mallocgc)", "runtime.mallocgc"},
-	{"syscalls (read/write)", "internal/runtime/syscall.Syscall6"},
 }
 
 // categorize reads a CPU profile with `go tool pprof -top -cum` and returns the

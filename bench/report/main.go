@@ -172,12 +172,14 @@ func run(opt options) (*results, error) {
 	}
 	if opt.skip["max"] && opt.skip["rates"] && opt.skip["rss"] && opt.skip["profile"] {
 		r.elapsed = time.Since(r.started)
+		r.machine.LoadEnd = loadAverage()
 		return r, nil
 	}
 	if err := runLoad(r); err != nil {
 		return nil, err
 	}
 	r.elapsed = time.Since(r.started)
+	r.machine.LoadEnd = loadAverage()
 	return r, nil
 }
 

@@ -6,10 +6,14 @@ import (
 	"fmt"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/topdown"
 
 	"github.com/writ-authz/writ/task"
 )
+
+// noMetrics: an evaluation's own timers are not read, so not kept.
+var noMetrics = metrics.NoOp()
 
 // resultVar is the query variable the decision is bound to.
 const resultVar = ast.Var("decision")
@@ -49,7 +53,7 @@ func (p *Policy) run(ctx context.Context, prog *program, input ast.Value, tracer
 	}
 	defer p.store.Abort(ctx, txn)
 	q := topdown.NewQuery(prog.query).WithCompiler(prog.compiler).WithStore(p.store).WithTransaction(txn).
-		WithInput(ast.NewTerm(input))
+		WithInput(ast.NewTerm(input)).WithMetrics(noMetrics)
 	if ctx.Done() != nil {
 		// A cancelled request stops its evaluation; AfterFunc costs no goroutine
 		// unless the context ends.

@@ -1,9 +1,12 @@
 package authz
 
 import (
+	"crypto/sha256"
 	"strconv"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/writ-authz/writ/authz/internal/segcache"
 )
 
 // The OPA input of a decision: only the values at the paths the policy reads
@@ -58,7 +61,7 @@ func (p *Policy) value(in *Input, tv ast.Value) ast.Value {
 				return nil
 			}, protocolFields)
 		case "caller":
-			v = in.Caller.pruned(sub)
+			v = p.callerValue(&in.Caller, sub)
 		case "target":
 			if tv != nil {
 				v = tv
@@ -139,6 +142,36 @@ func pick(sub shape, get func(string) ast.Value, all []string) ast.Value {
 		add(f)
 	}
 	return obj
+}
+
+// callers memoizes the caller part of the input (the fields the policy reads)
+// by their digest and the policy revision: decisions of a known caller that
+// miss the decision cache share one converted caller. A caller seen once only
+// passes through the cache's probation segment.
+var callers, _ = segcache.New[[32]byte, ast.Value](4096, 8<<20, valueBytes)
+
+// callerValue is the caller part of the input, from callers when it is there.
+func (p *Policy) callerValue(c *InputCaller, sub shape) ast.Value {
+	if len(sub) == 0 {
+		return c.value() // the whole caller: memoized by value()
+	}
+	bp := keyBuf.Get().(*[]byte)
+	e := keyEnc{b: (*bp)[:0]}
+	e.s(p.Revision)
+	for _, path := range p.reads.paths {
+		if path[0] == "caller" {
+			e.caller(c, path[1:])
+		}
+	}
+	d := sha256.Sum256(e.b)
+	*bp = e.b
+	keyBuf.Put(bp)
+	if v, ok := callers.Get(d); ok {
+		return v
+	}
+	v := c.pruned(sub)
+	callers.Add(d, v)
+	return v
 }
 
 func (c *InputCaller) pruned(sub shape) ast.Value {

@@ -35,9 +35,10 @@ import (
 // partialNamespace is where the residual's support rules live (data.writ_partial).
 const partialNamespace = "writ_partial"
 
-// maxResiduals bounds the residuals a policy keeps; beyond it decisions evaluate
-// the whole policy.
-const maxResiduals = 1024
+// maxResiduals bounds the residuals a policy keeps (each holds its own compiled
+// rules, about 180 KB for the shipped policy); beyond it decisions evaluate the
+// whole policy.
+const maxResiduals = 256
 
 // verifyDecisions is how many decisions of each residual are also evaluated on
 // the whole policy and compared.

@@ -53,6 +53,10 @@ type analysis struct {
 	calls   map[string][][]*ast.Term
 	funcArg map[ast.Var]int // parameters of the function being walked
 	fn      string
+	// seen are the variables of the rule walked so far: a variable's first
+	// occurrence is where it is bound (the compiler orders bodies so), so only
+	// `v = <input path>` with v unseen binds an alias; with v seen it compares.
+	seen map[ast.Var]bool
 }
 
 // analyzeReads walks every rule of the compiled modules.
@@ -145,7 +149,7 @@ func (a *analysis) add(path []string) {
 }
 
 func (a *analysis) rule(r *ast.Rule) {
-	a.fn, a.funcArg = "", nil
+	a.fn, a.funcArg, a.seen = "", nil, map[ast.Var]bool{}
 	if len(r.Head.Args) > 0 && r.Module != nil {
 		a.fn = r.Ref().String()
 		a.funcArg = map[ast.Var]int{}
@@ -153,13 +157,20 @@ func (a *analysis) rule(r *ast.Rule) {
 			if v, ok := arg.Value.(ast.Var); ok {
 				a.funcArg[v] = i
 			}
+			ast.WalkVars(arg, func(v ast.Var) bool { a.seen[v] = true; return false })
 		}
 	}
+	// The body binds what the head uses: walk it first.
 	aliases := map[ast.Var][]string{}
+	a.body(r.Body, aliases)
+	if len(r.Head.Reference) > 1 {
+		for _, t := range r.Head.Reference[1:] {
+			a.term(t, aliases)
+		}
+	}
 	if r.Head.Key != nil {
 		a.term(r.Head.Key, aliases)
 	}
-	a.body(r.Body, aliases)
 	if r.Head.Value != nil {
 		a.term(r.Head.Value, aliases)
 	}
@@ -173,6 +184,7 @@ func (a *analysis) rule(r *ast.Rule) {
 func (a *analysis) body(b ast.Body, aliases map[ast.Var][]string) {
 	for _, e := range b {
 		a.expr(e, aliases)
+		ast.WalkVars(e, func(v ast.Var) bool { a.seen[v] = true; return false })
 	}
 }
 
@@ -253,7 +265,7 @@ func (a *analysis) expr(e *ast.Expr, aliases map[ast.Var][]string) {
 // reports whether the expression was one.
 func (a *analysis) alias(lhs, rhs *ast.Term, aliases map[ast.Var][]string) bool {
 	v, ok := lhs.Value.(ast.Var)
-	if !ok || v.Equal(ast.InputRootDocument.Value) {
+	if !ok || v.Equal(ast.InputRootDocument.Value) || a.seen[v] {
 		return false
 	}
 	if _, taken := aliases[v]; taken {

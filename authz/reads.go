@@ -285,7 +285,7 @@ func (a *analysis) call(op *ast.Term, args []*ast.Term, aliases map[ast.Var][]st
 	ref, isRef := op.Value.(ast.Ref)
 	if isRef {
 		name := ref.String()
-		if b, ok := ast.BuiltinMap[name]; ok && b.Nondeterministic {
+		if b, ok := ast.BuiltinMap[name]; ok && (b.Nondeterministic || timeDependent[name]) {
 			a.nondet = true
 		}
 		if name == ast.ObjectGet.Name && len(args) >= 2 {
@@ -312,6 +312,15 @@ func (a *analysis) call(op *ast.Term, args []*ast.Term, aliases map[ast.Var][]st
 	for _, t := range args {
 		a.term(t, aliases)
 	}
+}
+
+// timeDependent are built-ins OPA does not flag as nondeterministic whose
+// result still depends on the time of the evaluation (a token's or a
+// certificate's validity): a cached decision could outlive it.
+var timeDependent = map[string]bool{
+	"io.jwt.decode_verify":                                   true,
+	"crypto.x509.parse_and_verify_certificates":              true,
+	"crypto.x509.parse_and_verify_certificates_with_options": true,
 }
 
 func (a *analysis) param(t *ast.Term) (int, bool) {

@@ -31,7 +31,8 @@ run: deps
 
 # The benchmark report: in-process benchmarks and ext_authz under load (writ
 # pinned to CPU 0, bench/load to CPU 1), written to bench/REPORT.md. DURATION
-# (10s) per load run, PASSES, ROUNDS, BENCHTIME, RATES, SKIP: see bench/report.
+# (8s) per load run, PASSES, ROUNDS, BENCHTIME, RATES, SKIP: see bench/report.
+# About 10 minutes on a 2-core host (plus ~2 minutes minting tokens the first time).
 bench: deps
 	$(GO) run ./bench/report -out bench/REPORT.md
 

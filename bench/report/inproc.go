@@ -102,7 +102,7 @@ var inprocGroups = []struct {
 			"BenchmarkEvaluatePartial|BenchmarkEvaluateAlwaysAllow|BenchmarkBuildInput|BenchmarkIdentifyCached|" +
 			"BenchmarkIdentifyUncached|BenchmarkCheck|BenchmarkCacheBytes)$", 1},
 	{[]string{"./bench"}, "^BenchmarkParse$", 0.2},
-	{[]string{"./bench"}, "^BenchmarkSidecar$", 1},
+	{[]string{"./bench"}, "^BenchmarkSidecar$", 0.5},
 }
 
 var benchLine = regexp.MustCompile(`^(Benchmark\S+?)(?:-\d+)?\s+(\d+)\s+(.*)$`)

@@ -6,7 +6,7 @@
 // always-allow policy measured in the same run. The headline is ratios; the
 // peer's figures (../shared/BENCHMARKS.md) are a reference column.
 //
-// Run from the repository root (make bench). Environment: DURATION (10s) per
+// Run from the repository root (make bench). Environment: DURATION (8s) per
 // load run, PASSES (2) interleaved max-throughput passes, ROUNDS (5) rounds of
 // the in-process benchmarks, BENCHTIME (1s), RATES ("1000 2000 4000"), SKIP (a
 // comma list of inproc, max, rates, rss, profile, sidecar).
@@ -98,7 +98,7 @@ func main() {
 }
 
 func readOptions() (options, error) {
-	opt := options{duration: 10 * time.Second, passes: 2, rounds: 5, benchtime: "1s",
+	opt := options{duration: 8 * time.Second, passes: 2, rounds: 5, benchtime: "1s",
 		rates: []int{1000, 2000, 4000}, skip: map[string]bool{}}
 	var err error
 	if v := os.Getenv("DURATION"); v != "" {

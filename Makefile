@@ -11,7 +11,7 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build install test test-deps run bench bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
+.PHONY: build install test test-deps run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
 
 # `writ version` reads the module version and the commit from the build info;
 # the build time is the one thing Go does not record, so these targets do.
@@ -71,8 +71,19 @@ soak: deps
 run: deps
 	$(GO) run ./cmd/writ demo
 
+# The benchmark report: in-process benchmarks and ext_authz under load (writ
+# pinned to CPU 0, bench/load to CPU 1), written to bench/REPORT.md. DURATION
+# (8s) per load run, PASSES, ROUNDS, BENCHTIME, RATES, SKIP: see bench/report.
+# About 10 minutes on a 2-core host (plus ~2 minutes minting tokens the first time).
 bench: deps
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) run ./bench/report -out bench/REPORT.md
+
+# A fresh report compared with the committed one: fails when a headline ratio
+# regressed by more than 25%.
+bench-check: deps
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GO) run ./bench/report -out "$$tmp/REPORT.md" && \
+	  $(GO) run ./bench/report -compare bench/REPORT.md "$$tmp/REPORT.md"
 
 # ext_authz and ext_proc under load: writ pinned to CPU 0, ghz to CPU 1, against
 # an always-allow baseline in the same run (installs ghz on first use).

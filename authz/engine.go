@@ -8,13 +8,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
-	"github.com/open-policy-agent/opa/v1/rego"
-
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/authz/internal/segcache"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -44,6 +43,9 @@ type Options struct {
 	// CacheSize bounds the decision cache (entries). 0 means DefaultCacheSize; a
 	// negative size disables the cache.
 	CacheSize int
+	// CacheBytes bounds the decision cache's estimated heap. 0 means
+	// DefaultCacheBytes; a negative value bounds entries only.
+	CacheBytes int
 	// DryRun lets every request pass and logs the decisions that would have denied.
 	DryRun bool
 	Logger *slog.Logger
@@ -52,11 +54,18 @@ type Options struct {
 // DefaultCacheSize is the decision cache's default bound.
 const DefaultCacheSize = 10000
 
+// DefaultCacheBytes is the decision cache's default heap bound: room for the
+// default 10,000 entries with a few long denial reasons each.
+const DefaultCacheBytes = 8 << 20
+
 // Engine evaluates decisions against the current policy. It is safe for concurrent
 // use; Swap replaces the policy atomically while decisions are in flight.
 type Engine struct {
 	policy atomic.Pointer[Policy]
-	cache  *lru.Cache[[32]byte, Decision]
+	// cache holds decisions by key. A decision seen once waits in its small
+	// probation segment; only one asked for again stays (segcache), so keys
+	// that never repeat do not grow the heap.
+	cache  *segcache.Cache[[32]byte, Decision]
 	hits   atomic.Uint64
 	misses atomic.Uint64
 	dryRun bool
@@ -76,8 +85,12 @@ func NewEngine(p *Policy, opt Options) (*Engine, error) {
 	if size == 0 {
 		size = DefaultCacheSize
 	}
+	bytes := opt.CacheBytes
+	if bytes == 0 {
+		bytes = DefaultCacheBytes
+	}
 	if size > 0 {
-		c, err := lru.New[[32]byte, Decision](size)
+		c, err := segcache.New[[32]byte, Decision](size, bytes, decisionBytes)
 		if err != nil {
 			return nil, fmt.Errorf("decision cache: %w", err)
 		}
@@ -98,9 +111,14 @@ func (e *Engine) Revision() string {
 	return ""
 }
 
-// Swap makes p the serving policy. Cached decisions of the old revision can never
-// match again (the revision is part of every key); they are purged to free memory.
+// Swap makes p the serving policy. The residuals of the targets the old policy
+// served are built first, so the swap does not slow their next decisions down.
+// Cached decisions of the old revision can never match again (the revision is
+// part of every key); they are purged to free memory.
 func (e *Engine) Swap(p *Policy) {
+	if old := e.policy.Load(); old != nil && old != p {
+		p.prepare(context.Background(), old, e.log)
+	}
 	e.policy.Store(p)
 	if e.cache != nil {
 		e.cache.Purge()
@@ -113,12 +131,17 @@ func (e *Engine) CacheStats() (hits, misses uint64) { return e.hits.Load(), e.mi
 // Decide evaluates the policy on in. It always returns a usable decision: when
 // evaluation fails the decision denies with POLICY_ERROR (or passes in dry-run),
 // and the error says why, for the log.
+//
+// The cache key covers only what the policy can read of the input (see
+// reads.go): two inputs that differ elsewhere share a decision. A policy that
+// calls a nondeterministic built-in (time, randomness, HTTP) is never cached.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	start := time.Now()
 	p := e.policy.Load()
+	cache := e.cache != nil && !p.reads.nondeterministic
 	var key [32]byte
-	if e.cache != nil {
-		key = Key(p.Revision, in)
+	if cache {
+		key = p.key(in)
 		if d, ok := e.cache.Get(key); ok {
 			e.hits.Add(1)
 			d.ID, d.CacheHit, d.Duration = newID(), true, time.Since(start)
@@ -126,11 +149,11 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		}
 		e.misses.Add(1)
 	}
-	d, err := evaluate(ctx, p, in)
+	d, err := p.decide(ctx, in, e.log)
 	d.Revision = p.Revision
 	if err != nil {
 		d = Decision{Revision: p.Revision, Denials: []task.Denial{{Code: PolicyErrorCode, Reason: err.Error()}}}
-	} else if e.cache != nil {
+	} else if cache {
 		e.cache.Add(key, d)
 	}
 	d.ID, d.Duration = newID(), time.Since(start)
@@ -146,54 +169,72 @@ func (e *Engine) finish(d Decision) Decision {
 	return d
 }
 
-// evaluate runs the prepared query and reads the decision object.
+// decide evaluates in: on the residual of its target when there is one, else on
+// the whole policy. A target's first decisions are also evaluated on the whole
+// policy; a residual that disagrees is dropped for good.
+func (p *Policy) decide(ctx context.Context, in *Input, log *slog.Logger) (Decision, error) {
+	tp := p.forTarget(ctx, &in.Target, in.Operation, log)
+	if tp == nil {
+		return p.decision(ctx, p.full, p.value(in, nil))
+	}
+	input := p.value(in, tp.tv)
+	prog := tp.prog.Load()
+	if prog == nil {
+		return p.decision(ctx, p.full, input)
+	}
+	d, err := p.decision(ctx, prog, input)
+	if tp.checks.Load() > 0 && tp.checks.Add(-1) >= 0 {
+		fd, ferr := p.decision(ctx, p.full, input)
+		if !sameDecision(d, err, fd, ferr) {
+			tp.prog.Store(nil)
+			if log == nil {
+				log = slog.Default()
+			}
+			log.Error("the partially evaluated policy disagreed with the whole policy; the target is evaluated whole from now on",
+				"target", in.Target.Name, "revision", p.Revision, "residual", d, "whole", fd, "residual_error", err, "whole_error", ferr)
+			return fd, ferr
+		}
+	}
+	return d, err
+}
+
+// evaluate decides in on the whole policy and the whole input (no partial
+// evaluation, no pruning): the reference the faster paths are tested against.
 func evaluate(ctx context.Context, p *Policy, in *Input) (Decision, error) {
-	rs, err := p.query.Eval(ctx, rego.EvalParsedInput(in.Value()))
-	if err != nil {
-		return Decision{}, fmt.Errorf("policy evaluation: %w", err)
+	return p.decision(ctx, p.full, in.Value())
+}
+
+// sameDecision reports whether two evaluations decided alike.
+func sameDecision(a Decision, aerr error, b Decision, berr error) bool {
+	if (aerr != nil) != (berr != nil) {
+		return false
 	}
-	if len(rs) == 0 || len(rs[0].Expressions) == 0 {
-		return Decision{}, errors.New("policy decision is undefined")
+	if aerr != nil {
+		return true
 	}
-	obj, ok := rs[0].Expressions[0].Value.(map[string]any)
-	if !ok {
-		return Decision{}, fmt.Errorf("policy decision is %T, not an object", rs[0].Expressions[0].Value)
+	if a.Allow != b.Allow || !slices.Equal(a.Denials, b.Denials) || len(a.Headers) != len(b.Headers) {
+		return false
 	}
-	allow, ok := obj["allow"].(bool)
-	if !ok {
-		return Decision{}, errors.New(`policy decision has no boolean "allow"`)
-	}
-	d := Decision{Allow: allow}
-	if raw, ok := obj["denials"]; ok {
-		list, ok := raw.([]any)
-		if !ok {
-			return Decision{}, errors.New(`policy decision "denials" is not a list`)
-		}
-		for _, item := range list {
-			m, ok := item.(map[string]any)
-			code, _ := m["code"].(string)
-			reason, _ := m["reason"].(string)
-			if !ok || code == "" {
-				return Decision{}, fmt.Errorf("policy denial %v has no code", item)
-			}
-			d.Denials = append(d.Denials, task.Denial{Code: code, Reason: reason})
+	for k, v := range a.Headers {
+		if b.Headers[k] != v {
+			return false
 		}
 	}
-	if d.Allow && len(d.Denials) > 0 {
-		return Decision{}, errors.New("policy decision allows with denials")
+	return true
+}
+
+// decisionBytes estimates the heap a cached decision holds: the struct, the
+// key and the cache's list and map entries, and its denials and headers.
+// BenchmarkCacheBytes measures the real figure.
+func decisionBytes(d Decision) int {
+	n := 224
+	for _, x := range d.Denials {
+		n += 32 + len(x.Code) + len(x.Reason)
 	}
-	if !d.Allow && len(d.Denials) == 0 {
-		d.Denials = []task.Denial{{Code: "DENIED", Reason: "the policy denied without a reason"}}
+	for k, v := range d.Headers {
+		n += 64 + len(k) + len(v)
 	}
-	if raw, ok := obj["headers"].(map[string]any); ok {
-		d.Headers = map[string]string{}
-		for k, v := range raw {
-			if s, ok := v.(string); ok {
-				d.Headers[k] = s
-			}
-		}
-	}
-	return d, nil
+	return n
 }
 
 func newID() string {

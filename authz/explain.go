@@ -6,7 +6,6 @@ import (
 	"sort"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
@@ -22,8 +21,8 @@ type Fired struct {
 // the decision cache.
 func (p *Policy) Explain(ctx context.Context, in *Input) ([]Fired, error) {
 	tracer := topdown.NewBufferTracer()
-	if _, err := p.query.Eval(ctx, rego.EvalParsedInput(in.Value()), rego.EvalQueryTracer(tracer)); err != nil {
-		return nil, fmt.Errorf("policy evaluation: %w", err)
+	if _, err := p.run(ctx, p.full, in.Value(), tracer); err != nil {
+		return nil, err
 	}
 	seen := map[string]bool{}
 	var out []Fired

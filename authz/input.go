@@ -1,10 +1,12 @@
 package authz
 
 import (
+	"hash/maphash"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -208,23 +210,49 @@ func BuildInput(f *Facts) *Input {
 // lower-cased so allow-list matching is exact but not case-sensitive.
 func pushInput(p *task.PushConfig) *InputPush {
 	out := &InputPush{URL: p.URL, HasToken: p.Token != "", AuthScheme: p.AuthScheme}
-	u, err := url.Parse(p.URL)
-	if err != nil {
-		return out
+	out.Scheme, out.Host, out.Port = splitURL(p.URL)
+	return out
+}
+
+// parsedURL is one entry of urlCache.
+type parsedURL struct {
+	url, scheme, host string
+	port              int
+}
+
+// urlCache remembers the last callback URLs split (a caller sends the same
+// callback URL again and again): a direct-mapped table, each slot replaced
+// whole, so it needs no lock and its size is fixed.
+var (
+	urlCache [256]atomic.Pointer[parsedURL]
+	urlSeed  = maphash.MakeSeed()
+)
+
+func splitURL(raw string) (scheme, host string, port int) {
+	slot := &urlCache[maphash.String(urlSeed, raw)%uint64(len(urlCache))]
+	if e := slot.Load(); e != nil && e.url == raw {
+		return e.scheme, e.host, e.port
 	}
-	out.Scheme = strings.ToLower(u.Scheme)
-	out.Host = strings.ToLower(u.Hostname())
-	if port := u.Port(); port != "" {
-		out.Port, _ = strconv.Atoi(port)
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", 0
+	}
+	scheme = strings.ToLower(u.Scheme)
+	host = strings.ToLower(u.Hostname())
+	if p := u.Port(); p != "" {
+		port, _ = strconv.Atoi(p)
 	} else {
-		switch out.Scheme {
+		switch scheme {
 		case "https":
-			out.Port = 443
+			port = 443
 		case "http":
-			out.Port = 80
+			port = 80
 		}
 	}
-	return out
+	if len(raw) <= 2048 {
+		slot.Store(&parsedURL{url: raw, scheme: scheme, host: host, port: port})
+	}
+	return scheme, host, port
 }
 
 func sourceIP(remote string) string {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/loader"
-	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/tester"
@@ -24,15 +23,30 @@ import (
 // DefaultQuery is the decision the shipped policy defines.
 const DefaultQuery = "data.writ.authz.decision"
 
-// Policy is one compiled, immutable policy set: the prepared decision query, the
-// files it came from and its revision. A reload builds a new Policy fully or not
-// at all.
+// Policy is one compiled, immutable policy set: the compiled decision query, the
+// files it came from and its revision, what of the input it reads, and the
+// residuals of its partial evaluation per target (built on first use). A reload
+// builds a new Policy fully or not at all.
 type Policy struct {
-	query    rego.PreparedEvalQuery
 	Revision string
 	Files    []string
 	Loaded   time.Time
 	Tests    TestSummary
+
+	store    storage.Store
+	compiler *ast.Compiler
+	// modules are the parsed (uncompiled) non-test modules; a residual is
+	// compiled from them and its support rules.
+	modules map[string]*ast.Module
+	// full is the decision query on the whole policy.
+	full *program
+	// reads is what of the input the policy can read: the decision-cache key
+	// and the OPA input cover that and nothing else.
+	reads reads
+	shape shape
+	// noPartial: every target evaluates the whole policy.
+	noPartial bool
+	targets   targets
 }
 
 // TestSummary counts the results of a policy set's own Rego tests.
@@ -50,6 +64,9 @@ type LoadOptions struct {
 	Query string
 	// SkipTests loads a set without running its _test.rego files.
 	SkipTests bool
+	// NoPartial turns off partial evaluation per target: every decision
+	// evaluates the whole policy.
+	NoPartial bool
 }
 
 // policyFiles is the loader filter: it keeps .rego, .json and .yaml files (it
@@ -105,7 +122,8 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 	if err != nil {
 		return nil, fmt.Errorf("loading policy data: %w", err)
 	}
-	p := &Policy{Revision: revision, Files: files, Loaded: time.Now()}
+	p := &Policy{Revision: revision, Files: files, Loaded: time.Now(), store: store, noPartial: opt.NoPartial,
+		targets: targets{m: map[residualKey]*targetProgram{}}}
 	if !opt.SkipTests {
 		_, sum, err := runTests(ctx, res.ParsedModules(), store)
 		p.Tests = sum
@@ -117,18 +135,49 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 			return nil, fmt.Errorf("policy tests did not finish: %w", ctx.Err())
 		}
 	}
-	opts := []func(*rego.Rego){rego.Query(opt.Query), rego.Store(store), rego.SetRegoVersion(ast.RegoV1)}
-	for path, m := range res.Modules {
+	if err := p.compile(ctx, res.Modules, opt.Query); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// compile compiles the non-test modules and the decision query, and analyzes
+// what of the input the policy reads.
+func (p *Policy) compile(ctx context.Context, files map[string]*loader.RegoFile, query string) error {
+	body, err := decisionQuery(query)
+	if err != nil {
+		return err
+	}
+	p.modules = map[string]*ast.Module{}
+	for path, m := range files {
 		if !isTest(path) {
-			opts = append(opts, rego.ParsedModule(m.Parsed))
+			p.modules[path] = m.Parsed
 		}
 	}
-	q, err := rego.New(opts...).PrepareForEval(ctx)
+	txn, err := p.store.NewTransaction(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("compiling policies: %w", err)
+		return err
 	}
-	p.query = q
-	return p, nil
+	defer p.store.Abort(ctx, txn)
+	c := p.newCompiler(ctx, txn)
+	c.Compile(p.modules)
+	if c.Failed() {
+		return fmt.Errorf("compiling policies: %w", c.Errors)
+	}
+	q, err := c.QueryCompiler().Compile(body)
+	if err != nil {
+		return fmt.Errorf("compiling policies: %w", err)
+	}
+	p.compiler, p.full = c, &program{compiler: c, query: q}
+	p.reads = analyzeReads(c.Modules)
+	p.shape = shapeOf(p.reads.paths)
+	return nil
+}
+
+// newCompiler is the compiler every program of the policy is compiled with.
+func (p *Policy) newCompiler(ctx context.Context, txn storage.Transaction) *ast.Compiler {
+	return ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).
+		WithPathConflictsCheck(storage.NonEmpty(ctx, p.store, txn))
 }
 
 // revisionOf hashes the path and content of every policy and data file under the

@@ -5,10 +5,10 @@ import (
 	"encoding/binary"
 	"strconv"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/authz/internal/segcache"
 )
 
 // Value converts the input to an OPA value directly, field by field, so a decision
@@ -47,11 +47,16 @@ func (in *Input) Value() ast.Value {
 	return obj
 }
 
-// subValues caches the OPA form of the caller and target objects by a digest of
-// their content: a token's caller and a configured target are converted once, not
-// on every decision. Content-addressed, so entries are shared safely across
-// engines and policy revisions; OPA never mutates input values.
-var subValues, _ = lru.New[[32]byte, ast.Value](8192)
+// subValues caches the OPA form of the whole caller and target objects (for a
+// policy that reads them whole) by a digest of their content: a caller that comes
+// back and a configured target are converted once, not on every decision. A
+// caller seen once (a token minted per request) only passes through the cache's
+// small probation segment. Content-addressed, so entries are shared safely
+// across engines and policy revisions; OPA never mutates input values.
+var subValues, _ = segcache.New[[32]byte, ast.Value](4096, 16<<20, valueBytes)
+
+// valueBytes estimates the heap of a converted value from its text length.
+func valueBytes(v ast.Value) int { return 256 + 12*v.StringLength() }
 
 // memo returns the cached value under key, building and caching it on a miss.
 func memo(key [32]byte, build func() ast.Value) ast.Value {
@@ -116,18 +121,22 @@ func (t *InputTarget) value() ast.Value {
 	return memo(digestOf('t', fields...), t.build)
 }
 
-func (t *InputTarget) build() ast.Value {
+func (t *InputTarget) skillsValue() ast.Value {
 	skills := make([]*ast.Term, len(t.Skills))
 	for i, s := range t.Skills {
 		skills[i] = ast.NewTerm(ast.NewObject(item("id", ast.String(s.ID)), item("tags", stringArray(s.Tags))))
 	}
+	return ast.NewArray(skills...)
+}
+
+func (t *InputTarget) build() ast.Value {
 	return ast.NewObject(
 		item("name", ast.String(t.Name)),
 		item("owner", ast.String(t.Owner)),
 		item("tenants", stringArray(t.Tenants)),
 		item("max_data_classification", ast.String(t.MaxClassification)),
 		item("security_schemes", stringArray(t.SecuritySchemes)),
-		item("skills", ast.NewArray(skills...)),
+		item("skills", t.skillsValue()),
 		item("push_notifications", ast.Boolean(t.PushNotifications)),
 	)
 }
@@ -157,7 +166,7 @@ func (t *InputTask) value() ast.Value {
 }
 
 func item(key string, v ast.Value) [2]*ast.Term {
-	return ast.Item(ast.StringTerm(key), ast.NewTerm(v))
+	return ast.Item(keyTerm(key), ast.NewTerm(v))
 }
 
 func stringArray(ss []string) ast.Value {

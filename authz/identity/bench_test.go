@@ -2,10 +2,14 @@ package identity
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	jose "github.com/go-jose/go-jose/v4"
 )
 
 // benchResolver verifies the token of the shared benchmark request
@@ -67,4 +71,58 @@ func BenchmarkIdentifyUncached(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkCacheBytes reports the heap a cached verified token holds
+// (B/token): the growth of the live heap over 3,000 distinct tokens of one
+// caller (claims like the benchmark token's, new jti and iat each), each
+// presented twice so that it stays in the cache, divided by the entries held;
+// and B/one-time-token, the growth per token presented once, over 10,000: what
+// a caller minting a token per request costs. B/estimated is the cache's own
+// estimate of an entry, which its byte bound counts.
+func BenchmarkCacheBytes(b *testing.B) {
+	clock := newClock()
+	k := newKey(b, jose.ES256, "es")
+	srv := newJWKSServer(b, k)
+	r := newTestResolver(b, Config{JWT: []IssuerConfig{issuerFor(srv)}}, clock)
+	toks := make([]string, 13000)
+	for i := range toks {
+		c := claimsAt(clock.Now())
+		c["jti"] = fmt.Sprintf("bench-%07d", i)
+		c["data_classification"] = "restricted"
+		toks[i] = k.sign(b, c)
+	}
+	ctx := context.Background()
+	first, err := r.Identify(ctx, bearerCreds(toks[0])) // JWKS fetched, issuer warm
+	if err != nil {
+		b.Fatal(err)
+	}
+	present := func(toks []string, times int) float64 {
+		r.cache.Purge()
+		before := liveHeap()
+		for _, tok := range toks {
+			for range times {
+				if _, err := r.Identify(ctx, bearerCreds(tok)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		return float64(int64(liveHeap()) - int64(before))
+	}
+	repeated := present(toks[:3000], 2) / float64(r.cache.Len())
+	once := present(toks[3000:], 1) / 10000
+	runtime.KeepAlive(toks)
+	for b.Loop() {
+	}
+	b.ReportMetric(repeated, "B/token")
+	b.ReportMetric(once, "B/one-time-token")
+	b.ReportMetric(float64(callerBytes(first)), "B/estimated")
+}
+
+func liveHeap() uint64 {
+	var m runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
 }

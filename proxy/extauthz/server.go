@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -171,10 +172,16 @@ func (s *Server) Listen() error {
 	return nil
 }
 
+// streamWorkers is how many goroutines serve checks. grpc-go otherwise starts a
+// fresh goroutine per call, whose stack OPA's recursive evaluator grows through
+// several copies on every check; a worker keeps the stack it grew. A call that
+// finds every worker busy still gets its own goroutine.
+func streamWorkers() uint32 { return uint32(max(16, 4*runtime.GOMAXPROCS(0))) }
+
 // newGRPC builds the gRPC server: Authorization, grpc.health.v1 (serving for ""
 // and the Authorization service) and, when configured, reflection.
 func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.maxRecvMsgSize()))
+	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.maxRecvMsgSize()), grpc.NumStreamWorkers(streamWorkers()))
 	authv3.RegisterAuthorizationServer(g, s)
 	hs := health.NewServer()
 	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

@@ -1,0 +1,444 @@
+// Command report runs writ's benchmarks and writes bench/REPORT.md: in-process
+// decision, input, identity and adapter costs (go test -bench, pinned to CPU 0),
+// and the ext_authz gRPC server under load (`writ serve` pinned to CPU 0,
+// bench/load pinned to CPU 1) for three workloads — the same request repeated,
+// a new contextId per request, a new token per request — against an
+// always-allow policy measured in the same run. The headline is ratios; the
+// peer's figures (../shared/BENCHMARKS.md) are a reference column.
+//
+// Run from the repository root (make bench). Environment: DURATION (8s) per
+// load run, PASSES (2) interleaved max-throughput passes, ROUNDS (5) rounds of
+// the in-process benchmarks, BENCHTIME (1s), RATES ("1000 2000 4000"), SKIP (a
+// comma list of inproc, max, rates, rss, profile, sidecar).
+//
+// With -compare OLD NEW it compares two reports' machine-readable blocks and
+// fails on a regression of more than 25% of any headline ratio (make
+// bench-check).
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+const (
+	policyShipped = "shipped"
+	policyAllow   = "always-allow"
+
+	wlRepeated = "repeated"
+	wlNewCtx   = "newctx"
+	wlNewToken = "newtoken"
+
+	// distinct is how many distinct requests the varying workloads hold (and
+	// how many the RSS measurement sends).
+	distinct = 100000
+)
+
+var workloads = []string{wlRepeated, wlNewCtx, wlNewToken}
+
+var workloadNames = map[string]string{
+	wlRepeated: "same request repeated",
+	wlNewCtx:   "new contextId per request",
+	wlNewToken: "new token per request",
+}
+
+type options struct {
+	duration  time.Duration
+	passes    int
+	rounds    int
+	benchtime string
+	rates     []int
+	skip      map[string]bool
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func main() {
+	out := flag.String("out", "bench/REPORT.md", "where to write the report")
+	compare := flag.Bool("compare", false, "compare two reports: -compare OLD NEW")
+	prepare := flag.String("prepare", "", "only write the binaries, key set, configs and request files to this directory")
+	flag.Parse()
+	if *prepare != "" {
+		if _, err := prepareLoad(*prepare); err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *compare {
+		if flag.NArg() != 2 {
+			fmt.Fprintln(os.Stderr, "usage: report -compare OLD.md NEW.md")
+			os.Exit(2)
+		}
+		os.Exit(compareReports(flag.Arg(0), flag.Arg(1)))
+	}
+	opt, err := readOptions()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(2)
+	}
+	r, err := run(opt)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	if err := os.WriteFile(*out, []byte(render(r)), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "report:", err)
+		os.Exit(1)
+	}
+	logf("wrote %s", *out)
+}
+
+func readOptions() (options, error) {
+	opt := options{duration: 8 * time.Second, passes: 2, rounds: 5, benchtime: "1s",
+		rates: []int{1000, 2000, 4000}, skip: map[string]bool{}}
+	var err error
+	if v := os.Getenv("DURATION"); v != "" {
+		if opt.duration, err = time.ParseDuration(v); err != nil {
+			return opt, fmt.Errorf("DURATION: %w", err)
+		}
+	}
+	for name, dst := range map[string]*int{"PASSES": &opt.passes, "ROUNDS": &opt.rounds} {
+		if v := os.Getenv(name); v != "" {
+			if *dst, err = strconv.Atoi(v); err != nil || *dst < 1 {
+				return opt, fmt.Errorf("%s: want a positive number", name)
+			}
+		}
+	}
+	if v := os.Getenv("BENCHTIME"); v != "" {
+		opt.benchtime = v
+	}
+	if v := os.Getenv("RATES"); v != "" {
+		opt.rates = nil
+		for _, f := range strings.Fields(v) {
+			n, err := strconv.Atoi(f)
+			if err != nil {
+				return opt, fmt.Errorf("RATES: %w", err)
+			}
+			opt.rates = append(opt.rates, n)
+		}
+	}
+	for _, s := range strings.Split(os.Getenv("SKIP"), ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			opt.skip[s] = true
+		}
+	}
+	return opt, nil
+}
+
+// results is everything one run measured.
+type results struct {
+	opt     options
+	machine machine
+	inproc  map[string]*benchStat
+	// max[policy][workload] holds one result per pass.
+	max map[string]map[string][]loadResult
+	// rates[policy][workload][rate]
+	rates map[string]map[string]map[int]loadResult
+	// rss[policy][workload]
+	rss     map[string]map[string]rssResult
+	profile []profileRow
+	started time.Time
+	elapsed time.Duration
+}
+
+type rssResult struct {
+	Load      loadResult
+	RSSMiB    float64
+	HeapMiB   float64
+	TokenHits float64
+	DecHits   float64
+	DecMisses float64
+}
+
+func run(opt options) (*results, error) {
+	r := &results{opt: opt, started: time.Now(), inproc: map[string]*benchStat{},
+		max:   map[string]map[string][]loadResult{},
+		rates: map[string]map[string]map[int]loadResult{},
+		rss:   map[string]map[string]rssResult{}}
+	r.machine = machineFacts()
+	if !opt.skip["inproc"] {
+		if err := runInProc(r); err != nil {
+			return nil, err
+		}
+	}
+	if opt.skip["max"] && opt.skip["rates"] && opt.skip["rss"] && opt.skip["profile"] {
+		r.elapsed = time.Since(r.started)
+		r.machine.LoadEnd = loadAverage()
+		return r, nil
+	}
+	if err := runLoad(r); err != nil {
+		return nil, err
+	}
+	r.elapsed = time.Since(r.started)
+	r.machine.LoadEnd = loadAverage()
+	return r, nil
+}
+
+// runLoad prepares the requests and binaries and runs the ext_authz passes.
+func runLoad(r *results) error {
+	opt := r.opt
+	work, err := os.MkdirTemp("", "writ-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	env, err := prepareLoad(work)
+	if err != nil {
+		return err
+	}
+	if !opt.skip["max"] {
+		if err := maxPasses(r, env); err != nil {
+			return err
+		}
+	}
+	if !opt.skip["rates"] {
+		if err := ratePasses(r, env); err != nil {
+			return err
+		}
+	}
+	if !opt.skip["rss"] {
+		if err := rssRuns(r, env); err != nil {
+			return err
+		}
+	}
+	if !opt.skip["profile"] {
+		if err := profileRun(r, env); err != nil {
+			logf("profile: %v", err)
+		}
+	}
+	return nil
+}
+
+// prepareLoad builds writ and bench/load into work and writes the key set, the
+// configs and the request files there.
+func prepareLoad(work string) (*loadEnv, error) {
+	cache := filepath.Join("bench", ".cache")
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	logf("building writ and bench/load")
+	writBin, loadBin := filepath.Join(work, "writ"), filepath.Join(work, "load")
+	for bin, pkg := range map[string]string{writBin: "./cmd/writ", loadBin: "./bench/load"} {
+		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	key, err := loadOrCreateKey(cache)
+	if err != nil {
+		return nil, err
+	}
+	jwks := filepath.Join(work, "jwks.json")
+	if err := writeJWKS(jwks, key); err != nil {
+		return nil, err
+	}
+	toks, err := loadOrMintTokens(cache, key, distinct)
+	if err != nil {
+		return nil, err
+	}
+	tpl, err := template()
+	if err != nil {
+		return nil, err
+	}
+	if err := checkTemplate(tpl); err != nil {
+		return nil, err
+	}
+	reqs := map[string]string{}
+	for _, wl := range workloads {
+		reqs[wl] = filepath.Join(work, wl+".bin")
+	}
+	logf("writing request files")
+	if err := writeRequests(reqs[wlRepeated], tpl, 1, nil); err != nil {
+		return nil, err
+	}
+	if err := writeRequests(reqs[wlNewCtx], tpl, distinct, newContext); err != nil {
+		return nil, err
+	}
+	if err := writeRequests(reqs[wlNewToken], tpl, distinct, newToken(toks)); err != nil {
+		return nil, err
+	}
+	pols, err := policyDirs(work)
+	if err != nil {
+		return nil, err
+	}
+	configs := map[string]string{}
+	for name, dir := range pols {
+		configs[name] = filepath.Join(work, name+".yaml")
+		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, 10000)), 0o644); err != nil {
+			return nil, err
+		}
+	}
+	return &loadEnv{writ: writBin, load: loadBin, work: work, configs: configs, reqs: reqs}, nil
+}
+
+type loadEnv struct {
+	writ, load, work string
+	configs, reqs    map[string]string
+}
+
+func (e *loadEnv) start(policy string) (*server, error) {
+	return startServer(e.writ, e.configs[policy], filepath.Join(e.work, policy+".log"))
+}
+
+// warm sends 3,000 repeated checks, as BENCHMARKS.md's runs did before measuring.
+func (e *loadEnv) warm(s *server) error {
+	_, err := s.load(e.load, e.reqs[wlRepeated], "-c", "16", "-n", "3000")
+	return err
+}
+
+// maxPasses measures maximum throughput (16 workers) for each policy and
+// workload, passes interleaved so that host noise spreads over both policies.
+func maxPasses(r *results, e *loadEnv) error {
+	d := r.opt.duration.String()
+	for pass := range r.opt.passes {
+		for _, pol := range []string{policyAllow, policyShipped} {
+			s, err := e.start(pol)
+			if err != nil {
+				return err
+			}
+			if err := e.warm(s); err != nil {
+				s.stop()
+				return err
+			}
+			// Each varying workload starts where the last run of this server
+			// stopped, so every request it sends is new to the server.
+			offset := 0
+			for _, wl := range workloads {
+				res, err := s.load(e.load, e.reqs[wl], "-c", "16", "-duration", d, "-offset", strconv.Itoa(offset))
+				if err != nil {
+					s.stop()
+					return err
+				}
+				if wl != wlRepeated {
+					offset += res.Count + 1
+				}
+				logf("pass %d %-12s %-9s %7.0f checks/s  p50 %.2f ms  p99 %.2f ms  %4.0f µs CPU/check  errors %d denied %d",
+					pass+1, pol, wl, res.RPS, res.P50ms, res.P99ms, res.CPUus, res.Errors, res.Denied)
+				if r.max[pol] == nil {
+					r.max[pol] = map[string][]loadResult{}
+				}
+				r.max[pol][wl] = append(r.max[pol][wl], res)
+			}
+			s.stop()
+		}
+	}
+	return nil
+}
+
+// ratePasses measures latency at fixed rates (32 workers, as ghz --rps ran):
+// every workload on the shipped policy, the repeated request on always-allow.
+func ratePasses(r *results, e *loadEnv) error {
+	d := r.opt.duration.String()
+	for _, pol := range []string{policyAllow, policyShipped} {
+		s, err := e.start(pol)
+		if err != nil {
+			return err
+		}
+		if err := e.warm(s); err != nil {
+			s.stop()
+			return err
+		}
+		offset := 0
+		for _, wl := range workloads {
+			if pol == policyAllow && wl != wlRepeated {
+				continue
+			}
+			for _, rate := range r.opt.rates {
+				res, err := s.load(e.load, e.reqs[wl], "-c", "32", "-rps", strconv.Itoa(rate), "-duration", d, "-offset", strconv.Itoa(offset))
+				if err != nil {
+					s.stop()
+					return err
+				}
+				if wl != wlRepeated {
+					offset += res.Count + 1
+				}
+				logf("rate %-12s %-9s %5d/s → %7.0f/s  p50 %.2f  p99 %.2f  p99.9 %.2f ms", pol, wl, rate, res.RPS, res.P50ms, res.P99ms, res.P999ms)
+				if r.rates[pol] == nil {
+					r.rates[pol] = map[string]map[int]loadResult{}
+				}
+				if r.rates[pol][wl] == nil {
+					r.rates[pol][wl] = map[int]loadResult{}
+				}
+				r.rates[pol][wl][rate] = res
+			}
+		}
+		s.stop()
+	}
+	return nil
+}
+
+// rssRuns sends 100k requests of each workload to a fresh server and reads its
+// resident set size and Go heap afterwards.
+func rssRuns(r *results, e *loadEnv) error {
+	for _, pol := range []string{policyAllow, policyShipped} {
+		for _, wl := range workloads {
+			if pol == policyAllow && wl != wlNewToken {
+				continue
+			}
+			s, err := e.start(pol)
+			if err != nil {
+				return err
+			}
+			res, err := s.load(e.load, e.reqs[wl], "-c", "16", "-n", strconv.Itoa(distinct))
+			if err != nil {
+				s.stop()
+				return err
+			}
+			rr := rssResult{Load: res, RSSMiB: s.rssMiB(), HeapMiB: s.metric("go_memstats_heap_inuse_bytes") / (1 << 20),
+				TokenHits: s.metric("writ_token_cache_hits_total"), DecHits: s.metric("writ_decision_cache_hits_total"),
+				DecMisses: s.metric("writ_decision_cache_misses_total")}
+			logf("rss  %-12s %-9s %d checks: RSS %.1f MiB, heap in use %.1f MiB", pol, wl, res.Count, rr.RSSMiB, rr.HeapMiB)
+			if r.rss[pol] == nil {
+				r.rss[pol] = map[string]rssResult{}
+			}
+			r.rss[pol][wl] = rr
+			s.stop()
+		}
+	}
+	return nil
+}
+
+// profileRun records a CPU profile of the shipped policy under the new-token
+// workload and sorts its time into the categories of the report.
+func profileRun(r *results, e *loadEnv) error {
+	s, err := e.start(policyShipped)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	if err := e.warm(s); err != nil {
+		return err
+	}
+	d := r.opt.duration
+	if d < 5*time.Second {
+		d = 5 * time.Second
+	}
+	prof := filepath.Join(e.work, "cpu.prof")
+	var res loadResult
+	var lerr error
+	if err := s.profile(prof, d, func() {
+		res, lerr = s.load(e.load, e.reqs[wlNewToken], "-c", "16", "-duration", d.String())
+	}); err != nil {
+		return err
+	}
+	if lerr != nil {
+		return lerr
+	}
+	rows, err := categorize(e.writ, prof, res.CPUus)
+	if err != nil {
+		return err
+	}
+	r.profile = rows
+	return nil
+}

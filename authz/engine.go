@@ -328,5 +328,6 @@ func Key(revision string, in *Input) [32]byte {
 	s(in.Request.Path)
 	s(in.Request.Host)
 	s(in.Request.SourceAddress)
+	s(in.Request.Tenant)
 	return sha256.Sum256(b)
 }

@@ -106,6 +106,9 @@ type InputRequest struct {
 	Path          string `json:"path"`
 	Host          string `json:"host"`
 	SourceAddress string `json:"source_address"`
+	// Tenant is the tenant the request names (A2A 1.0: the /{tenant}/ path
+	// segment or params.tenant), "" when it names none.
+	Tenant string `json:"tenant"`
 }
 
 // Target is a protected agent's platform metadata as configured. Callers never
@@ -163,7 +166,8 @@ func BuildInput(f *Facts) *Input {
 			AgentID: f.Caller.AgentID, UserID: f.Caller.UserID, Tenant: f.Caller.Tenant,
 			Scopes: nonNil(f.Caller.Scopes), Chain: nonNil(f.Caller.Chain), Claims: f.Caller.Claims,
 			claimsDigest: f.Caller.ClaimsDigest},
-		Request: InputRequest{Method: f.HTTP.Method, Path: f.HTTP.Path, Host: f.HTTP.Host, SourceAddress: sourceIP(f.HTTP.RemoteAddr)},
+		Request: InputRequest{Method: f.HTTP.Method, Path: f.HTTP.Path, Host: f.HTTP.Host, SourceAddress: sourceIP(f.HTTP.RemoteAddr),
+			Tenant: req.Tenant},
 	}
 	if in.Caller.Method == "" {
 		in.Caller.Method = "anonymous"

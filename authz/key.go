@@ -304,6 +304,7 @@ func (e *keyEnc) request(r *InputRequest, rest []string) {
 		e.s(r.Path)
 		e.s(r.Host)
 		e.s(r.SourceAddress)
+		e.s(r.Tenant)
 		return
 	}
 	switch rest[0] {
@@ -315,6 +316,8 @@ func (e *keyEnc) request(r *InputRequest, rest []string) {
 		e.s(r.Host)
 	case "source_address":
 		e.s(r.SourceAddress)
+	case "tenant":
+		e.s(r.Tenant)
 	default:
 		e.absent()
 	}

@@ -86,6 +86,8 @@ func (p *Policy) value(in *Input, tv ast.Value) ast.Value {
 					return ast.String(r.Host)
 				case "source_address":
 					return ast.String(r.SourceAddress)
+				case "tenant":
+					return ast.String(r.Tenant)
 				}
 				return nil
 			}, requestFields)
@@ -120,7 +122,7 @@ func keyTerm(k string) *ast.Term {
 
 var (
 	protocolFields = []string{"name", "version", "binding", "method"}
-	requestFields  = []string{"method", "path", "host", "source_address"}
+	requestFields  = []string{"method", "path", "host", "source_address", "tenant"}
 )
 
 // pick builds an object of the fields sub names (all fields when sub is empty);

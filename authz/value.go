@@ -32,6 +32,7 @@ func (in *Input) Value() ast.Value {
 			item("path", ast.String(in.Request.Path)),
 			item("host", ast.String(in.Request.Host)),
 			item("source_address", ast.String(in.Request.SourceAddress)),
+			item("tenant", ast.String(in.Request.Tenant)),
 		)),
 	)
 	if p := in.Push; p != nil {

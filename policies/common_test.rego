@@ -33,7 +33,7 @@ valid_request := {
 	},
 	"request": {
 		"method": "POST", "path": "/", "host": "sanctions-screening-agent.agents.bank.ae",
-		"source_address": "127.0.0.1",
+		"source_address": "127.0.0.1", "tenant": "",
 	},
 }
 

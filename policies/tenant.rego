@@ -5,6 +5,10 @@
 # does not contain input.caller.tenant (a caller with no tenant is denied), and
 # also when the target has no tenant list at all. Applies to every operation.
 #
+# A request that names a tenant itself (A2A 1.0: the /{tenant}/ path segment or
+# params.tenant, in input.request.tenant) is denied unless it names the
+# caller's own tenant: the agent would act in the tenant the request names.
+#
 # Tuned by: nothing in data (the tenant lists come from the agent registry).
 package writ.authz
 
@@ -24,3 +28,17 @@ denials contains {
 		shown(["caller", "tenant"]),
 	]),
 } if not tenant_permitted
+
+request_tenant_permitted if not input.request.tenant
+
+request_tenant_permitted if input.request.tenant == ""
+
+request_tenant_permitted if input.request.tenant == input.caller.tenant
+
+denials contains {
+	"code": "TENANT_NOT_PERMITTED",
+	"reason": sprintf("the request names tenant %v, not the caller's tenant %v", [
+		shown(["request", "tenant"]),
+		shown(["caller", "tenant"]),
+	]),
+} if not request_tenant_permitted

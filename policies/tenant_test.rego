@@ -41,3 +41,25 @@ test_every_operation_is_checked if {
 		codes(with_fields({"/operation": operation, "/target/tenants": ["retail"]})) == ["TENANT_NOT_PERMITTED"]
 	}
 }
+
+test_request_naming_the_callers_tenant_passes if {
+	codes(with_field("/request/tenant", "wholesale")) == []
+	codes(with_field("/request/tenant", "")) == []
+	codes(without_field("/request/tenant")) == []
+}
+
+test_request_naming_another_tenant_is_denied if {
+	decision := authz.decision with input as with_field("/request/tenant", "retail")
+	decision.denials == [{
+		"code": "TENANT_NOT_PERMITTED",
+		"reason": "the request names tenant retail, not the caller's tenant wholesale",
+	}]
+}
+
+test_request_naming_a_tenant_for_a_caller_without_one_is_denied if {
+	codes(json.patch(valid_request, [
+		{"op": "add", "path": "/target/tenants", "value": []},
+		{"op": "remove", "path": "/caller/tenant"},
+		{"op": "add", "path": "/request/tenant", "value": "retail"},
+	])) == ["TENANT_NOT_PERMITTED"]
+}

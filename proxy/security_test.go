@@ -465,3 +465,42 @@ func TestSecurityExtendedCardRewritten(t *testing.T) {
 		}
 	}
 }
+
+// TestSecurityRequestTenant — Threat: a caller of one tenant names another
+// tenant in an A2A 1.0 request (the /{tenant}/ path segment of the REST
+// binding, or params.tenant), and the agent acts in that tenant; or names a
+// path such as ".." that the agent resolves elsewhere. Defence: the tenant a
+// request names is input.request.tenant; the shipped policy denies one other
+// than the caller's (TENANT_NOT_PERMITTED), and a tenant that is not a plain
+// name is refused before the policy; the agent receives neither.
+func TestSecurityRequestTenant(t *testing.T) {
+	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
+	})
+	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
+	inv := h.token(investigator) // tenant wholesale
+	rest := func(path string) (int, string) {
+		resp, body := h.do("POST", path, inv, sendParams, map[string]string{"A2A-Version": "1.0"})
+		return resp.StatusCode, string(body)
+	}
+	if st, body := rest("/retail/message:send"); st != 403 || !strings.Contains(body, "TENANT_NOT_PERMITTED") {
+		t.Errorf("another tenant in the path: %d %s", st, body)
+	}
+	params := map[string]any{"message": sendParams["message"], "tenant": "retail"}
+	if _, a := h.rpc("/", inv, "1.0", "SendMessage", params); a.Error == nil || !strings.Contains(string(a.raw), "TENANT_NOT_PERMITTED") {
+		t.Errorf("another tenant in params: %s", a.raw)
+	}
+	if st, body := rest("/../message:send"); st < 400 || st == 404 && strings.Contains(body, "TENANT") {
+		t.Errorf("a tenant that is not a plain name: %d %s", st, body)
+	}
+	if n := len(up.requests()); n != 0 {
+		t.Fatalf("the agent received %d of the refused requests", n)
+	}
+	if st, body := rest("/wholesale/message:send"); st != 200 {
+		t.Errorf("the caller's own tenant in the path: %d %s", st, body)
+	}
+	if n := len(up.requests()); n != 1 {
+		t.Fatalf("the agent received %d requests, want the one allowed", n)
+	}
+}

@@ -85,7 +85,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		s.served(out, start)
 		return deniedResponse(out), nil
 	}
-	remove := writSpellings(inc.Header)
+	remove := proxy.WritSpellings(inc.Header)
 	out, dry := s.decide(ctx, inc)
 	s.served(out, start)
 	if out.Kind == proxy.Forward || dry {

@@ -230,9 +230,19 @@ type answer struct {
 // viaSidecar sends r through writ's own listener.
 func (w *world) viaSidecar(r req) answer {
 	w.t.Helper()
-	hr, err := http.NewRequest(r.method, w.sidecar.URL+r.path, bytes.NewReader(r.body))
+	return w.send(w.sidecar.URL, "", r)
+}
+
+// send sends r to base (a door's listener) as a client would, for host (""
+// keeps base's).
+func (w *world) send(base, host string, r req) answer {
+	w.t.Helper()
+	hr, err := http.NewRequest(r.method, base+r.path, bytes.NewReader(r.body))
 	if err != nil {
 		w.t.Fatal(err)
+	}
+	if host != "" {
+		hr.Host = host
 	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -32,9 +35,6 @@ type Work struct {
 
 // DefaultWorkLease is Work.Lease's default.
 const DefaultWorkLease = 30 * time.Second
-
-// workTimeout bounds one work-queue call.
-const workTimeout = 5 * time.Second
 
 // followWork is the core's share of the work queue: the followers it holds.
 type followWork struct {
@@ -154,7 +154,7 @@ func (c *Core) keep(x *exchange, id string, ttl time.Duration) bool {
 	if err != nil {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(c.life, workTimeout)
+	ctx, cancel := context.WithTimeout(c.life, lease.Timeout)
 	defer cancel()
 	ref := task.Ref{Agent: x.rt.agent.Name, ID: id}
 	if err := fw.Queue.Put(ctx, task.Work{Kind: task.WorkFollow, ID: followID(ref), Payload: raw}, fw.Holder, ttl); err != nil {
@@ -187,7 +187,7 @@ func (c *Core) release(id string, done bool) {
 	if !done {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), workTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), lease.Timeout)
 	defer cancel()
 	if err := fw.Queue.Done(ctx, task.WorkFollow, id, fw.Holder); err != nil && !errors.Is(err, task.ErrNotHolder) {
 		c.log.Warn("a followed task that ended could not be removed from the work queue; it will be resumed and found ended",
@@ -199,39 +199,22 @@ func (c *Core) release(id string, done bool) {
 // the followed tasks nobody holds, at once and then every third of the
 // lease, until Close.
 func (c *Core) workLoop() {
-	fw := c.work
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-c.life.Done():
-			return
-		case <-t.C:
-		}
+	lease.Loop(c.life, c.work.Lease, func() {
 		c.renewFollowers()
 		c.claimFollowers()
-		t.Reset(max(fw.Lease/3, 10*time.Millisecond))
-	}
+	})
 }
 
+// renewFollowers extends the leases of the followers this process holds;
+// one whose lease another holder took over is cancelled.
 func (c *Core) renewFollowers() {
 	fw := c.work
 	fw.mu.Lock()
-	ids := make([]string, 0, len(fw.held))
-	for id := range fw.held {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(fw.held))
 	fw.mu.Unlock()
-	if len(ids) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(c.life, workTimeout)
-	defer cancel()
-	lost, err := fw.Queue.Renew(ctx, task.WorkFollow, fw.Holder, ids, fw.Lease)
+	lost, err := lease.Renew(c.life, fw.Queue, task.WorkFollow, fw.Holder, ids, fw.Lease)
 	if err != nil {
-		if c.life.Err() == nil {
-			c.log.Warn("the leases of followed tasks could not be renewed", "held", len(ids), "error", err)
-		}
+		c.log.Warn("the leases of followed tasks could not be renewed", "held", len(ids), "error", err)
 		return
 	}
 	fw.mu.Lock()
@@ -251,7 +234,7 @@ func (c *Core) claimFollowers() {
 	if room <= 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(c.life, workTimeout)
+	ctx, cancel := context.WithTimeout(c.life, lease.Timeout)
 	defer cancel()
 	ws, err := fw.Queue.Claim(ctx, task.WorkFollow, fw.Holder, room, fw.Lease)
 	if err != nil {

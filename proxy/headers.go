@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"sort"
 	"strings"
 
 	"github.com/writ-authz/writ/authz/identity"
@@ -53,6 +54,21 @@ func IsWritHeader(name string) bool {
 		}
 	}
 	return false
+}
+
+// WritSpellings lists the header names in h that servers would fold into one
+// of writ's own headers (any case, '_' for '-'), as the request spelled them,
+// sorted: what the Envoy doors tell Envoy to remove before the agent sees the
+// request.
+func WritSpellings(h http.Header) []string {
+	var out []string
+	for k := range h {
+		if IsWritHeader(k) {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // stripWritHeaders removes writ's own headers, in every spelling, from h (in

@@ -53,16 +53,7 @@ func (p *jwksIdP) url() string { return "http://" + p.addr + "/jwks.json" }
 
 func (p *jwksIdP) up(ln net.Listener) {
 	if ln == nil {
-		var err error
-		for range 50 {
-			if ln, err = net.Listen("tcp", p.addr); err == nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			p.t.Fatalf("JWKS back on %s: %v", p.addr, err)
-		}
+		ln = relisten(p.t, p.addr, "JWKS")
 	}
 	p.srv = &http.Server{ReadHeaderTimeout: time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		p.hits.Add(1)

@@ -43,31 +43,30 @@ func TestFaultPolicyReplacedUnderLoad(t *testing.T) {
 	time.Sleep(300 * time.Millisecond) // traffic on the good policy first
 	failed := uint64(0)
 
+	// badFile writes a file into the watched directory, checks that its reload
+	// is refused, then removes it and waits for the good set to be back.
+	badFile := func(what, name, rego, removed string) {
+		t.Helper()
+		path := filepath.Join(w.policies, name)
+		if err := os.WriteFile(path, []byte(rego), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		failed = refused(what, failed)
+		if err := os.Remove(path); err != nil {
+			t.Fatal(err)
+		}
+		w.policyWait(t, removed, func(pi writproc.PolicyInfo) bool {
+			return pi.LastReload != nil && pi.LastReload.OK && pi.Revision == good.Revision
+		})
+	}
+
 	// 1. A file that does not compile, written into the watched directory.
-	broken := filepath.Join(w.policies, "broken.rego")
-	if err := os.WriteFile(broken, []byte("package writ.authz\n\ndeny contains d if {\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	failed = refused("a file that does not compile", failed)
-	if err := os.Remove(broken); err != nil {
-		t.Fatal(err)
-	}
-	w.policyWait(t, "the broken file removed", func(pi writproc.PolicyInfo) bool {
-		return pi.LastReload != nil && pi.LastReload.OK && pi.Revision == good.Revision
-	})
+	badFile("a file that does not compile", "broken.rego",
+		"package writ.authz\n\ndeny contains d if {\n", "the broken file removed")
 
 	// 2. A set that compiles but fails its own tests.
-	failing := filepath.Join(w.policies, "zz_failing_test.rego")
-	if err := os.WriteFile(failing, []byte("package writ.authz_test\n\ntest_always_fails if {\n\tfalse\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	failed = refused("a set whose own test fails", failed)
-	if err := os.Remove(failing); err != nil {
-		t.Fatal(err)
-	}
-	w.policyWait(t, "the failing test removed", func(pi writproc.PolicyInfo) bool {
-		return pi.LastReload != nil && pi.LastReload.OK && pi.Revision == good.Revision
-	})
+	badFile("a set whose own test fails", "zz_failing_test.rego",
+		"package writ.authz_test\n\ntest_always_fails if {\n\tfalse\n}\n", "the failing test removed")
 
 	// 3. The whole directory replaced by a broken one (no data.json, a rule
 	// that does not compile), then SIGHUP.

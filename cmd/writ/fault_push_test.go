@@ -69,20 +69,7 @@ func (s *pushSink) serve(ln net.Listener) {
 // down closes the port; up opens it again.
 func (s *pushSink) down() { _ = s.srv.Close() }
 
-func (s *pushSink) up() {
-	var ln net.Listener
-	var err error
-	for range 50 {
-		if ln, err = net.Listen("tcp", s.addr); err == nil {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	if err != nil {
-		s.t.Fatalf("receiver back on %s: %v", s.addr, err)
-	}
-	s.serve(ln)
-}
+func (s *pushSink) up() { s.serve(relisten(s.t, s.addr, "receiver")) }
 
 func (s *pushSink) release() {
 	if s.hang != nil {

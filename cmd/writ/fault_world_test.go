@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -299,4 +300,20 @@ func (w *fwWrit) logHas(all ...string) bool {
 		}
 	}
 	return false
+}
+
+// relisten opens addr again for a server a fault test took down (what names
+// it): the port may take a moment to be free, so it tries for a second.
+func relisten(t *testing.T, addr, what string) net.Listener {
+	t.Helper()
+	var ln net.Listener
+	var err error
+	for range 50 {
+		if ln, err = net.Listen("tcp", addr); err == nil {
+			return ln
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("%s back on %s: %v", what, addr, err)
+	return nil
 }

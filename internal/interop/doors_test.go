@@ -78,32 +78,20 @@ type extAuthzDoor struct{}
 func (extAuthzDoor) name() string { return "Envoy ext_authz (gRPC)" }
 
 func (extAuthzDoor) start(t *testing.T, w *world) *running {
-	dir := t.TempDir()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	log := filepath.Join(dir, "decisions.jsonl")
 	extra := "lifecycle: {unknown_tasks: allow}\nenvoy: {grpc_listen: '127.0.0.1:0'}\n"
-	p := writproc.Start(t, w.bin, w.config("127.0.0.1:0", base, log, extra, dir), writproc.Options{Dir: dir, DecisionLog: log})
-	conn, err := grpc.NewClient("passthrough:///"+p.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	f := &forwarder{authz: authv3.NewAuthorizationClient(conn), maxBody: 1 << 20,
-		client: &http.Client{Transport: &http.Transport{DisableCompression: true}}}
-	for _, r := range w.routes() {
-		u, err := url.Parse(r.upstream)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.routes = append(f.routes, fwdRoute{prefix: r.path, upstream: u})
-	}
-	srv := &http.Server{Handler: f, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close() })
+	base, p := startBehindEnvoy(t, w, extra, "gRPC ext_authz", func(p *writproc.Proc) string { return p.GRPCAddr },
+		func(conn *grpc.ClientConn) http.Handler {
+			f := &forwarder{authz: authv3.NewAuthorizationClient(conn), maxBody: 1 << 20,
+				client: &http.Client{Transport: &http.Transport{DisableCompression: true}}}
+			for _, r := range w.routes() {
+				u, err := url.Parse(r.upstream)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f.routes = append(f.routes, fwdRoute{prefix: r.path, upstream: u})
+			}
+			return f
+		})
 	return &running{base: base, proc: p, mode: "ext_authz", records: false, na: map[Op]string{
 		Push: "ext_authz sees no answers: writ records no task to keep a push config for, so push-config operations are TaskNotFound and a send's config reaches the agent as sent; push needs the sidecar or ext_proc.",
 	}}
@@ -121,31 +109,45 @@ type extProcDoor struct{}
 func (extProcDoor) name() string { return "Envoy ext_proc" }
 
 func (extProcDoor) start(t *testing.T, w *world) *running {
+	extra := "envoy: {ext_proc_listen: '127.0.0.1:0'}\n"
+	base, p := startBehindEnvoy(t, w, extra, "ext_proc", func(p *writproc.Proc) string { return p.ExtProcAddr },
+		func(conn *grpc.ClientConn) http.Handler {
+			envoy := &extproctest.Envoy{Client: extprocv3.NewExternalProcessorClient(conn)}
+			for _, r := range w.routes() {
+				envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: r.path, Upstream: r.upstream})
+			}
+			return envoy
+		})
+	return &running{base: base, proc: p, mode: "ext_proc", records: true}
+}
+
+// startBehindEnvoy runs writ with extra (which opens its Envoy listener, at
+// addr(p) once started) behind the Envoy stand-in envoy builds over a gRPC
+// connection to that listener, serving on a listener of its own: base is
+// where clients reach the stand-in.
+func startBehindEnvoy(t *testing.T, w *world, extra, what string, addr func(*writproc.Proc) string,
+	envoy func(*grpc.ClientConn) http.Handler) (base string, p *writproc.Proc) {
+	t.Helper()
 	dir := t.TempDir()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + ln.Addr().String()
+	base = "http://" + ln.Addr().String()
 	log := filepath.Join(dir, "decisions.jsonl")
-	extra := "envoy: {ext_proc_listen: '127.0.0.1:0'}\n"
-	p := writproc.Start(t, w.bin, w.config("127.0.0.1:0", base, log, extra, dir), writproc.Options{Dir: dir, DecisionLog: log})
-	if p.ExtProcAddr == "" {
-		t.Fatal("writ did not log its ext_proc address")
+	p = writproc.Start(t, w.bin, w.config("127.0.0.1:0", base, log, extra, dir), writproc.Options{Dir: dir, DecisionLog: log})
+	if addr(p) == "" {
+		t.Fatalf("writ did not log its %s address", what)
 	}
-	conn, err := grpc.NewClient("passthrough:///"+p.ExtProcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient("passthrough:///"+addr(p), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	envoy := &extproctest.Envoy{Client: extprocv3.NewExternalProcessorClient(conn)}
-	for _, r := range w.routes() {
-		envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: r.path, Upstream: r.upstream})
-	}
-	srv := &http.Server{Handler: envoy, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: envoy(conn), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
-	return &running{base: base, proc: p, mode: "ext_proc", records: true}
+	return base, p
 }
 
 type fwdRoute struct {

@@ -2,13 +2,11 @@
 package peers
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/writ-authz/writ/internal/syncbuf"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,10 +18,11 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/internal/seedagents"
+	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/internal/writproc"
 )
 
 const (
-	modulePath   = "github.com/writ-authz/writ"
 	readyTimeout = 30 * time.Second
 	clientLimit  = 30 * time.Second
 	npmTimeout   = 5 * time.Minute
@@ -56,35 +55,6 @@ func EnsureNode(t testing.TB) string {
 	return npmDir
 }
 
-// repoRoot walks up from the working directory to writ's go.mod.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && moduleLine(b) == modulePath {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod of %s above the working directory", modulePath)
-		}
-		dir = parent
-	}
-}
-
-func moduleLine(gomod []byte) string {
-	sc := bufio.NewScanner(bytes.NewReader(gomod))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
-			return strings.Trim(strings.TrimSpace(rest), `"`)
-		}
-	}
-	return ""
-}
-
 func installed(dir string) bool {
 	for _, p := range []string{
 		filepath.Join("node_modules", readyMarker),
@@ -102,7 +72,7 @@ func installed(dir string) bool {
 // directory keeps concurrent test processes (go test ./...) from running npm ci
 // over each other or using a half-installed tree.
 func prepare() (string, error) {
-	root, err := repoRoot()
+	root, err := writproc.RepoRoot()
 	if err != nil {
 		return "", err
 	}
@@ -159,8 +129,6 @@ func lockDir(path string, limit time.Duration) (func(), error) {
 	}
 }
 
-// Write appends p.
-// String returns what was written.
 // readyWriter watches the agent's stdout for its READY line.
 type readyWriter struct {
 	mu    sync.Mutex
@@ -323,33 +291,7 @@ func startScript(t testing.TB, label string, args []string) (baseURL string) {
 // last one usually holds {"error":{...}}) or prints a line that is not JSON.
 func RunJSClient(t testing.TB, args ...string) ([]map[string]any, error) {
 	t.Helper()
-	dir := EnsureNode(t)
-	ctx, cancel := context.WithTimeout(context.Background(), clientLimit)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{"client.mjs"}, args...)...)
-	cmd.Dir = dir
-	cmd.WaitDelay = stopTimeout
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	runErr := cmd.Run()
-	var lines []map[string]any
-	sc := bufio.NewScanner(&stdout)
-	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
-	for sc.Scan() {
-		text := strings.TrimSpace(sc.Text())
-		if text == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(text), &m); err != nil {
-			return lines, fmt.Errorf("client.mjs printed a line that is not a JSON object: %q (stderr: %s)", text, stderr.String())
-		}
-		lines = append(lines, m)
-	}
-	if runErr != nil {
-		return lines, fmt.Errorf("client.mjs %s: %w (stderr: %s)", strings.Join(args, " "), runErr, strings.TrimSpace(stderr.String()))
-	}
-	return lines, nil
+	return RunScript(t, clientLimit, "client.mjs", args...)
 }
 
 // JSAgentRequests returns what the JS agent at baseURL has received so far

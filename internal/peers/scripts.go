@@ -51,7 +51,7 @@ func RunScript(t testing.TB, limit time.Duration, script string, args ...string)
 		lines = append(lines, m)
 	}
 	if runErr != nil {
-		return lines, fmt.Errorf("%s: %w (stderr: %s)", script, runErr, strings.TrimSpace(stderr.String()))
+		return lines, fmt.Errorf("%s: %w (stderr: %s)", strings.Join(append([]string{script}, args...), " "), runErr, strings.TrimSpace(stderr.String()))
 	}
 	return lines, nil
 }

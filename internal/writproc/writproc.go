@@ -102,7 +102,7 @@ func RepoRoot() (string, error) {
 	}
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.Contains(b, []byte("module "+modulePath+"\n")) {
+		if err == nil && moduleLine(b) == modulePath {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -111,6 +111,17 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// moduleLine is the module path a go.mod declares, "" when it declares none.
+func moduleLine(gomod []byte) string {
+	sc := bufio.NewScanner(bytes.NewReader(gomod))
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), "module "); ok {
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
 }
 
 // FreeAddr returns a 127.0.0.1 address that was free a moment ago, for a

@@ -1,9 +1,7 @@
 package extauthz
 
 import (
-	"bytes"
 	"context"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -61,19 +59,5 @@ func (w *world) extProcDoor(metadata *corev3.Metadata, attrs map[string]*structp
 // viaBase sends r to base (a door's listener) as a client would.
 func (w *world) viaBase(base string, r req) answer {
 	w.t.Helper()
-	hr, err := http.NewRequest(r.method, base+r.path, bytes.NewReader(r.body))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	hr.Host = "writ.test"
-	for k, v := range r.header {
-		hr.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body, header: resp.Header}
+	return w.send(base, "writ.test", r)
 }

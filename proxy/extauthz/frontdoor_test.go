@@ -61,7 +61,7 @@ func TestFrontDoorParity(t *testing.T) {
 		do  func(r req) answer
 	}
 	bearer := func(r req) req {
-		r.header = maps(r.header)
+		r.header = copyHeader(r.header)
 		r.header["Authorization"] = "Bearer " + tok
 		return r
 	}
@@ -170,8 +170,8 @@ func TestFrontDoorParity(t *testing.T) {
 	}
 }
 
-// maps copies a header map.
-func maps(m map[string]string) map[string]string {
+// copyHeader copies a header map.
+func copyHeader(m map[string]string) map[string]string {
 	out := make(map[string]string, len(m)+1)
 	for k, v := range m {
 		out[k] = v

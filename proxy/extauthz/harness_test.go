@@ -230,9 +230,19 @@ type answer struct {
 // viaSidecar sends r through writ's own listener.
 func (w *world) viaSidecar(r req) answer {
 	w.t.Helper()
-	hr, err := http.NewRequest(r.method, w.sidecar.URL+r.path, bytes.NewReader(r.body))
+	return w.send(w.sidecar.URL, "", r)
+}
+
+// send sends r to base (a door's listener) as a client would, for host (""
+// keeps base's).
+func (w *world) send(base, host string, r req) answer {
+	w.t.Helper()
+	hr, err := http.NewRequest(r.method, base+r.path, bytes.NewReader(r.body))
 	if err != nil {
 		w.t.Fatal(err)
+	}
+	if host != "" {
+		hr.Host = host
 	}
 	for k, v := range r.header {
 		hr.Header.Set(k, v)
@@ -287,21 +297,7 @@ func asAnswer(resp *authv3.CheckResponse) *answer {
 // viaHTTP sends r to the HTTP ext_authz server as Envoy's http_service does.
 func (w *world) viaHTTP(r req, prefix string) answer {
 	w.t.Helper()
-	hr, err := http.NewRequest(r.method, "http://"+w.ext.HTTPAddr()+prefix+r.path, bytes.NewReader(r.body))
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	hr.Host = "writ.test"
-	for k, v := range r.header {
-		hr.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(hr)
-	if err != nil {
-		w.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return answer{status: resp.StatusCode, contentType: resp.Header.Get("Content-Type"), body: body, header: resp.Header}
+	return w.viaBase("http://"+w.ext.HTTPAddr()+prefix, r)
 }
 
 // reasons lists the ErrorInfo reasons of a JSON-RPC error answer (error.data is

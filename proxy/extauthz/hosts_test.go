@@ -129,19 +129,21 @@ agents:
 		}
 		return n
 	}
+	// send posts a message to the door at base for host, as a client would.
+	send := func(base, host string) (int, bool) {
+		req, _ := http.NewRequest("POST", base+"/", bytesReader(sendBody("x")))
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.StatusCode == 200
+	}
 	doors := map[string]func(host string) (status int, forwarded bool){
-		"sidecar": func(host string) (int, bool) {
-			req, _ := http.NewRequest("POST", sidecar.URL+"/", bytesReader(sendBody("x")))
-			req.Host = host
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode, resp.StatusCode == 200
-		},
+		"sidecar": func(host string) (int, bool) { return send(sidecar.URL, host) },
 		"grpc": func(host string) (int, bool) {
 			r := post("/", tok, sendBody("x"))
 			cr := checkRequest(r)
@@ -150,30 +152,8 @@ agents:
 			a := checkAnswer(w.check(cr))
 			return a.status, a.forwarded
 		},
-		"ext_proc": func(host string) (int, bool) {
-			req, _ := http.NewRequest("POST", viaEnvoy.URL+"/", bytesReader(sendBody("x")))
-			req.Host = host
-			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode, resp.StatusCode == 200
-		},
-		"http": func(host string) (int, bool) {
-			hr, _ := http.NewRequest("POST", "http://"+ext.HTTPAddr()+"/", bytesReader(sendBody("x")))
-			hr.Host = host
-			hr.Header.Set("Content-Type", "application/json")
-			hr.Header.Set("Authorization", "Bearer "+tok)
-			resp, err := http.DefaultClient.Do(hr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			resp.Body.Close()
-			return resp.StatusCode, resp.StatusCode == 200
-		},
+		"ext_proc": func(host string) (int, bool) { return send(viaEnvoy.URL, host) },
+		"http":     func(host string) (int, bool) { return send("http://"+ext.HTTPAddr(), host) },
 	}
 	for name, door := range doors {
 		t.Run(name, func(t *testing.T) {

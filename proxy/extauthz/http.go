@@ -56,7 +56,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	start := time.Now()
-	remove := writSpellings(inc.Header)
+	remove := proxy.WritSpellings(inc.Header)
 	out, dry := s.decide(r.Context(), inc)
 	s.served(out, start)
 	if out.Kind != proxy.Forward && !dry {

@@ -1,6 +1,7 @@
 package extauthz
 
 import (
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -75,19 +76,6 @@ func okResponse(out proxy.Outcome, remove []string, dry bool) *authv3.CheckRespo
 	}
 }
 
-// writSpellings lists the header names in h that servers would fold into one
-// of writ's own headers (any case, '_' for '-'), as the request spelled them.
-func writSpellings(h http.Header) []string {
-	var out []string
-	for k := range h {
-		if proxy.IsWritHeader(k) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
 // deniedResponse is writ's own answer — a refusal in the request's protocol
 // shape, or a card or directory writ serves — sent by Envoy to the client as is:
 // status, content type and body.
@@ -99,7 +87,7 @@ func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 		msg = string(out.Fault.Kind) + ": " + out.Fault.Message
 	}
 	hdrs := []*corev3.HeaderValueOption{header("cache-control", "no-store")}
-	for _, k := range sortedKeys(out.Answer.Header) {
+	for _, k := range slices.Sorted(maps.Keys(out.Answer.Header)) {
 		if k == "Cache-Control" {
 			continue
 		}
@@ -120,15 +108,6 @@ func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 		}},
 		DynamicMetadata: metadata(out, false),
 	}
-}
-
-func sortedKeys(h http.Header) []string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 // grpcCode is the gRPC status of a check whose answer writ gives itself: the

@@ -12,22 +12,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"runtime"
 	"sync"
 	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/grpcserve"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -44,8 +40,7 @@ type Server struct {
 	log     *slog.Logger
 
 	mu       sync.Mutex
-	grpc     *grpc.Server
-	health   *health.Server
+	grpc     *grpcserve.Server
 	http     *http.Server
 	grpcAddr string
 	httpAddr string
@@ -90,7 +85,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		s.served(out, start)
 		return deniedResponse(out), nil
 	}
-	remove := writSpellings(inc.Header)
+	remove := proxy.WritSpellings(inc.Header)
 	out, dry := s.decide(ctx, inc)
 	s.served(out, start)
 	if out.Kind == proxy.Forward || dry {
@@ -160,9 +155,9 @@ func (s *Server) Listen() error {
 		}
 	}
 	if gln != nil {
-		s.grpc, s.health = s.newGRPC()
+		s.grpc = grpcserve.New(&authv3.Authorization_ServiceDesc, s, s.maxRecvMsgSize(), s.cfg.Reflection)
 		s.grpcAddr = gln.Addr().String()
-		go func() { _ = s.grpc.Serve(gln) }()
+		s.grpc.Start(gln)
 	}
 	if hln != nil {
 		s.http = s.HTTPServer()
@@ -170,27 +165,6 @@ func (s *Server) Listen() error {
 		go func() { _ = s.http.Serve(hln) }()
 	}
 	return nil
-}
-
-// streamWorkers is how many goroutines serve checks. grpc-go otherwise starts a
-// fresh goroutine per call, whose stack OPA's recursive evaluator grows through
-// several copies on every check; a worker keeps the stack it grew. A call that
-// finds every worker busy still gets its own goroutine.
-func streamWorkers() uint32 { return uint32(max(16, 4*runtime.GOMAXPROCS(0))) }
-
-// newGRPC builds the gRPC server: Authorization, grpc.health.v1 (serving for ""
-// and the Authorization service) and, when configured, reflection.
-func (s *Server) newGRPC() (*grpc.Server, *health.Server) {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.maxRecvMsgSize()), grpc.NumStreamWorkers(streamWorkers()))
-	authv3.RegisterAuthorizationServer(g, s)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(g, hs)
-	if s.cfg.Reflection {
-		reflection.Register(g)
-	}
-	return g, hs
 }
 
 // GRPCAddr is the gRPC listener's address, "" when it is off.
@@ -211,23 +185,12 @@ func (s *Server) HTTPAddr() string {
 // until ctx ends, then closes what is left.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
-	g, hs, h := s.grpc, s.health, s.http
+	g, h := s.grpc, s.http
 	s.mu.Unlock()
 	if h != nil {
 		_ = h.Shutdown(ctx)
 	}
-	if g == nil {
-		return
-	}
-	hs.Shutdown()
-	done := make(chan struct{})
-	go func() { g.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		g.Stop()
-		<-done
-	}
+	g.Shutdown(ctx)
 }
 
 // HTTPServer wraps the HTTP ext_authz handler in an http.Server with the

@@ -3,7 +3,9 @@ package extproc
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -174,7 +176,7 @@ func replace(r wire.Rendered) *extprocv3.CommonResponse {
 	if r.ContentType != "" {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader("content-type", r.ContentType))
 	}
-	for _, k := range sortedKeys(r.Header) {
+	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(k, r.Header.Get(k)))
 	}
 	return &extprocv3.CommonResponse{HeaderMutation: mut,

@@ -2,16 +2,12 @@ package extproc
 
 import (
 	"mime"
-	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
-
-	"github.com/writ-authz/writ/proxy"
 )
 
 // setHeader sets k to v, replacing any value (the value travels in
@@ -73,28 +69,6 @@ func bodyResponse(request bool, common *extprocv3.CommonResponse) *extprocv3.Pro
 
 func httpStatus(code int) *typev3.HttpStatus {
 	return &typev3.HttpStatus{Code: typev3.StatusCode(code)}
-}
-
-// writSpellings lists the header names in h that servers would fold into one
-// of writ's own headers (any case, '_' for '-'), as the request spelled them.
-func writSpellings(h http.Header) []string {
-	var out []string
-	for k := range h {
-		if proxy.IsWritHeader(k) {
-			out = append(out, k)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func sortedKeys(h http.Header) []string {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }
 
 func isEventStream(ct string) bool {

@@ -35,13 +35,11 @@ import (
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/grpcserve"
 )
 
 // Server answers Envoy's ext_proc streams with the admission core. It is safe
@@ -63,10 +61,9 @@ type Server struct {
 	// streams counts the streams in flight (tests, shutdown).
 	streams atomic.Int64
 
-	mu     sync.Mutex
-	grpc   *grpc.Server
-	health *health.Server
-	addr   string
+	mu   sync.Mutex
+	grpc *grpcserve.Server
+	addr string
 }
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
@@ -147,19 +144,11 @@ func (s *Server) Listen() error {
 // Serve serves ext_proc (and grpc.health.v1, and reflection when
 // envoy.reflection is on) on ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) {
-	g := grpc.NewServer(grpc.MaxRecvMsgSize(s.maxRecvMsgSize()))
-	extprocv3.RegisterExternalProcessorServer(g, s)
-	hs := health.NewServer()
-	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
-	hs.SetServingStatus(extprocv3.ExternalProcessor_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(g, hs)
-	if s.cfg.Reflection {
-		reflection.Register(g)
-	}
+	g := grpcserve.New(&extprocv3.ExternalProcessor_ServiceDesc, s, s.maxRecvMsgSize(), s.cfg.Reflection)
 	s.mu.Lock()
-	s.grpc, s.health, s.addr = g, hs, ln.Addr().String()
+	s.grpc, s.addr = g, ln.Addr().String()
 	s.mu.Unlock()
-	go func() { _ = g.Serve(ln) }()
+	g.Start(ln)
 }
 
 // Addr is the listener's address, "" before Listen.
@@ -173,18 +162,7 @@ func (s *Server) Addr() string {
 // answers included) finish until ctx ends, then closes what is left.
 func (s *Server) Shutdown(ctx context.Context) {
 	s.mu.Lock()
-	g, hs := s.grpc, s.health
+	g := s.grpc
 	s.mu.Unlock()
-	if g == nil {
-		return
-	}
-	hs.Shutdown()
-	done := make(chan struct{})
-	go func() { g.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-		g.Stop()
-		<-done
-	}
+	g.Shutdown(ctx)
 }

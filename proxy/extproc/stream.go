@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -170,7 +172,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 		return st.plain(http.StatusBadRequest, "writ: the request target "+strconv.Quote(target)+" is not readable"), nil
 	}
 	_, rawQuery, _ := strings.Cut(target, "?")
-	st.remove = writSpellings(hdr)
+	st.remove = proxy.WritSpellings(hdr)
 	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, Query: query,
 		RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
@@ -244,7 +246,7 @@ func (st *stream) decide(onBody bool, received []byte) *extprocv3.ProcessingResp
 	st.sent = time.Now()
 	mut := &extprocv3.HeaderMutation{}
 	set := map[string]bool{}
-	for _, k := range sortedKeys(p.Header) {
+	for _, k := range slices.Sorted(maps.Keys(p.Header)) {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(k, p.Header.Get(k)))
 		set[strings.ToLower(k)] = true
 	}
@@ -288,7 +290,7 @@ func (st *stream) immediate(out proxy.Outcome) *extprocv3.ProcessingResponse {
 		details = "writ_not_found"
 	}
 	mut := &extprocv3.HeaderMutation{}
-	for _, k := range sortedKeys(out.Answer.Header) {
+	for _, k := range slices.Sorted(maps.Keys(out.Answer.Header)) {
 		for _, v := range out.Answer.Header.Values(k) {
 			mut.SetHeaders = append(mut.SetHeaders, appendHeader(k, v))
 		}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -260,7 +261,7 @@ func (d *Deliverer) Enqueue(n Notification) error {
 			return err
 		}
 		n.ID = newWorkID()
-		ctx, cancel := context.WithTimeout(d.ctx, storeTimeout)
+		ctx, cancel := context.WithTimeout(d.ctx, lease.Timeout)
 		err := d.cfg.Queue.Put(ctx, task.Work{Kind: task.WorkPush, ID: n.ID, Payload: encodeNotification(n)}, d.cfg.Holder, d.cfg.Lease)
 		cancel()
 		if err != nil {
@@ -515,8 +516,17 @@ func (d *Deliverer) finish(j *job, r Result) {
 		d.cfg.Events.Pushed(ev)
 	}
 	d.mu.Lock()
+	abandoned := d.leaveLocked(j)
+	d.mu.Unlock()
+	d.abandon(abandoned)
+}
+
+// leaveLocked takes j out of the pending count and moves its destination
+// along: its next notification is dispatched, or, after Abort, the rest of
+// its queue is returned for abandon. The last one out once closed completes
+// the drain.
+func (d *Deliverer) leaveLocked(j *job) (abandoned []*job) {
 	d.pending--
-	var abandoned []*job
 	if d.aborted {
 		abandoned, j.d.queue = j.d.queue, nil
 	}
@@ -524,8 +534,12 @@ func (d *Deliverer) finish(j *job, r Result) {
 	if d.closed && d.pending == 0 {
 		close(d.drained) // pending cannot grow once closed, so this runs once
 	}
-	d.mu.Unlock()
-	for _, q := range abandoned {
+	return abandoned
+}
+
+// abandon finishes notifications left undelivered by Abort.
+func (d *Deliverer) abandon(js []*job) {
+	for _, q := range js {
 		d.finish(q, Result{N: q.n, Err: ErrClosed})
 	}
 }

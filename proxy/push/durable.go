@@ -6,20 +6,19 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"slices"
 	"time"
 
+	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/task"
 )
 
 // DefaultLease is how long a notification stays leased to a Deliverer that
 // stops renewing it (DelivererConfig.Lease).
 const DefaultLease = 30 * time.Second
-
-// storeTimeout bounds one work-queue call.
-const storeTimeout = 5 * time.Second
 
 // claimBatch bounds the notifications claimed in one call.
 const claimBatch = 256
@@ -86,7 +85,7 @@ func (d *Deliverer) remove(j *job, r Result) {
 	if errors.Is(r.Err, ErrClosed) {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), storeTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), lease.Timeout)
 	defer cancel()
 	err := d.cfg.Queue.Done(ctx, task.WorkPush, id, d.cfg.Holder)
 	switch {
@@ -119,19 +118,9 @@ func (d *Deliverer) handOver(j *job) {
 	if j.n.ID != "" && d.held[j.n.ID] == j {
 		delete(d.held, j.n.ID)
 	}
-	d.pending--
-	var abandoned []*job
-	if d.aborted {
-		abandoned, j.d.queue = j.d.queue, nil
-	}
-	d.dispatchLocked(j.d)
-	if d.closed && d.pending == 0 {
-		close(d.drained)
-	}
+	abandoned := d.leaveLocked(j)
 	d.mu.Unlock()
-	for _, q := range abandoned {
-		d.finish(q, Result{N: q.n, Err: ErrClosed})
-	}
+	d.abandon(abandoned)
 }
 
 // claimLoop renews the leases this Deliverer holds and claims the
@@ -139,42 +128,23 @@ func (d *Deliverer) handOver(j *job) {
 // until Close.
 func (d *Deliverer) claimLoop() {
 	defer close(d.loopDone)
-	every := max(d.cfg.Lease/3, 10*time.Millisecond)
-	t := time.NewTimer(0)
-	defer t.Stop()
-	for {
-		select {
-		case <-d.ctx.Done():
-			return
-		case <-t.C:
-		}
+	lease.Loop(d.ctx, d.cfg.Lease, func() {
 		d.renew()
 		d.retryDone()
 		for d.claim() {
 		}
-		t.Reset(every)
-	}
+	})
 }
 
 // renew extends the leases of the notifications this Deliverer holds; those
 // another holder took over get no further attempt here.
 func (d *Deliverer) renew() {
 	d.mu.Lock()
-	ids := make([]string, 0, len(d.held))
-	for id := range d.held {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(d.held))
 	d.mu.Unlock()
-	if len(ids) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(d.ctx, storeTimeout)
-	defer cancel()
-	lost, err := d.cfg.Queue.Renew(ctx, task.WorkPush, d.cfg.Holder, ids, d.cfg.Lease)
+	lost, err := lease.Renew(d.ctx, d.cfg.Queue, task.WorkPush, d.cfg.Holder, ids, d.cfg.Lease)
 	if err != nil {
-		if d.ctx.Err() == nil {
-			d.cfg.Logger.Warn("push: the leases of pending notifications could not be renewed", "held", len(ids), "error", err)
-		}
+		d.cfg.Logger.Warn("push: the leases of pending notifications could not be renewed", "held", len(ids), "error", err)
 		return
 	}
 	d.mu.Lock()
@@ -191,13 +161,10 @@ func (d *Deliverer) renew() {
 // failed.
 func (d *Deliverer) retryDone() {
 	d.mu.Lock()
-	ids := make([]string, 0, len(d.undone))
-	for id := range d.undone {
-		ids = append(ids, id)
-	}
+	ids := slices.Collect(maps.Keys(d.undone))
 	d.mu.Unlock()
 	for _, id := range ids {
-		ctx, cancel := context.WithTimeout(d.ctx, storeTimeout)
+		ctx, cancel := context.WithTimeout(d.ctx, lease.Timeout)
 		err := d.cfg.Queue.Done(ctx, task.WorkPush, id, d.cfg.Holder)
 		cancel()
 		if err == nil || errors.Is(err, task.ErrNotHolder) {
@@ -219,7 +186,7 @@ func (d *Deliverer) claim() bool {
 	if room <= 0 || closed {
 		return false
 	}
-	ctx, cancel := context.WithTimeout(d.ctx, storeTimeout)
+	ctx, cancel := context.WithTimeout(d.ctx, lease.Timeout)
 	defer cancel()
 	ws, err := d.cfg.Queue.Claim(ctx, task.WorkPush, d.cfg.Holder, room, d.cfg.Lease)
 	if err != nil {

@@ -577,23 +577,18 @@ func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner
 
 // Context implements task.Store.
 func (s *Store) Context(ctx context.Context, ref task.Ref) (task.Owner, bool, error) {
-	ob, err := s.rdb.HGet(ctx, s.prefix+"c:"+refKey(ref), "ob").Result()
-	if errors.Is(err, redis.Nil) {
-		return task.Owner{}, false, nil
-	}
-	if err != nil {
-		return task.Owner{}, false, unavailable(err)
-	}
-	o, err := recordenc.Owner([]byte(ob))
-	if err != nil {
-		return task.Owner{}, false, unavailable(err)
-	}
-	return o, true, nil
+	return s.owner(ctx, s.prefix+"c:"+refKey(ref), "ob")
 }
 
 // Tombstone implements task.Store.
 func (s *Store) Tombstone(ctx context.Context, ref task.Ref) (task.Owner, bool, error) {
-	ob, err := s.rdb.HGet(ctx, s.prefix+"tomb", refKey(ref)).Result()
+	return s.owner(ctx, s.prefix+"tomb", refKey(ref))
+}
+
+// owner reads the owner kept in field of the hash at key: false when there
+// is none.
+func (s *Store) owner(ctx context.Context, key, field string) (task.Owner, bool, error) {
+	ob, err := s.rdb.HGet(ctx, key, field).Result()
 	if errors.Is(err, redis.Nil) {
 		return task.Owner{}, false, nil
 	}

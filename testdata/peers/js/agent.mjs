@@ -26,14 +26,15 @@
 // listening. Exits on SIGTERM/SIGINT, and when stdin closes (so a test that dies does
 // not leak it) unless --ignore-stdin is given.
 
-import http from 'node:http';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { parseArgs } from 'node:util';
 import express from 'express';
-import { AgentCard, AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
-import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
+import { AgentCard, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
+import { InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { TaskNotCancelableError } from '@a2a-js/sdk/errors';
+import { dataPart, textPart } from './a2a-values.mjs';
+import { Executor, StrictCancelHandler } from './agent-base.mjs';
+import { serve } from './serve.mjs';
 
 // stdout carries the READY line only: anything the SDK logs goes to stderr.
 console.log = console.info = (...a) => console.error(...a);
@@ -64,24 +65,6 @@ const DEFAULT_BENEFICIARY = 'Acme Trading FZE';
 const SCREENING_DONE = 'Screening complete.';
 const CLARIFY_QUESTION = 'Which jurisdiction should I screen against?';
 const CLARIFY_DONE = 'Screened. No matches.';
-const CANCELLED_TEXT = 'Screening cancelled.';
-const TERMINAL = [
-  TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
-  TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED,
-];
-
-// ---------- parts and messages (protobuf-shaped, as the SDK's types want) ----------
-const part = (content) => ({ content, metadata: undefined, filename: '', mediaType: '' });
-const textPart = (t) => part({ $case: 'text', value: t });
-const dataPart = (d) => part({ $case: 'data', value: d });
-const now = () => new Date().toISOString();
-
-function agentMessage(taskId, contextId, text) {
-  return {
-    messageId: `agent-${crypto.randomUUID()}`, contextId, taskId, role: Role.ROLE_AGENT,
-    parts: [textPart(text)], metadata: undefined, extensions: [], referenceTaskIds: [],
-  };
-}
 
 function beneficiary(msg) {
   for (const p of msg?.parts || []) {
@@ -92,17 +75,7 @@ function beneficiary(msg) {
 }
 
 // ---------- executor ----------
-class SeedExecutor {
-  contexts = new Map(); // taskId -> contextId, while the task runs
-  waiting = new Map(); // taskId -> wake(cancelled), for the slow agent
-
-  status(bus, taskId, contextId, state, text) {
-    bus.publish(AgentEvent.statusUpdate({
-      taskId, contextId, metadata: undefined,
-      status: { state, message: text ? agentMessage(taskId, contextId, text) : undefined, timestamp: now() },
-    }));
-  }
-
+class SeedExecutor extends Executor {
   screen(bus, taskId, contextId, msg) {
     const who = beneficiary(msg);
     bus.publish(AgentEvent.artifactUpdate({
@@ -119,48 +92,22 @@ class SeedExecutor {
     this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, SCREENING_DONE);
   }
 
-  async execute(ctx, bus) {
+  async work(ctx, bus, existing) {
     const { taskId, contextId } = ctx;
-    const msg = ctx.userMessage;
-    const existing = ctx.task;
-    this.contexts.set(taskId, contextId);
-    try {
+    if (kind === 'clarifier') {
       if (!existing) {
-        bus.publish(AgentEvent.task({
-          id: taskId, contextId, artifacts: [], history: [msg], metadata: undefined,
-          status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
-        }));
+        this.status(bus, taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, CLARIFY_QUESTION);
+      } else {
+        this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, CLARIFY_DONE);
       }
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
-      if (kind === 'clarifier') {
-        if (!existing) {
-          this.status(bus, taskId, contextId, TaskState.TASK_STATE_INPUT_REQUIRED, CLARIFY_QUESTION);
-        } else {
-          this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, CLARIFY_DONE);
-        }
-        bus.finished();
-        return;
-      }
-      if (kind === 'slow') {
-        const cancelled = await new Promise((resolve) => {
-          const timer = setTimeout(() => { this.waiting.delete(taskId); resolve(false); }, delayMs);
-          this.waiting.set(taskId, () => { clearTimeout(timer); resolve(true); });
-        });
-        if (cancelled) return; // cancelTask published canceled and finished the bus
-      }
-      this.screen(bus, taskId, contextId, msg);
       bus.finished();
-    } finally {
-      this.contexts.delete(taskId);
+      return;
     }
-  }
-
-  async cancelTask(taskId, bus) {
-    const wake = this.waiting.get(taskId);
-    this.waiting.delete(taskId);
-    this.status(bus, taskId, this.contexts.get(taskId) || '', TaskState.TASK_STATE_CANCELED, CANCELLED_TEXT);
+    if (kind === 'slow') {
+      if (await this.waitOrCancel(taskId, delayMs)) return; // cancelTask published canceled and finished the bus
+    }
+    this.screen(bus, taskId, contextId, ctx.userMessage);
     bus.finished();
-    wake?.();
   }
 }
 
@@ -196,15 +143,7 @@ const METHOD_NAMES = {
 
 // SeedHandler is the SDK's handler with a strict cancel, and it notes each call's
 // A2A method and task id on the request's record.
-class SeedHandler extends DefaultRequestHandler {
-  async cancelTask(params, context) {
-    const task = await this.taskStore.load(params.id, context);
-    if (task && TERMINAL.includes(task.status?.state)) {
-      throw new TaskNotCancelableError(`Task not cancelable: ${params.id} is already terminal`);
-    }
-    return super.cancelTask(params, context);
-  }
-
+class SeedHandler extends StrictCancelHandler {
   async _createRequestContext(params, context) {
     const rc = await super._createRequestContext(params, context);
     const o = requestStore.getStore();
@@ -258,31 +197,13 @@ app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: async () =>
 app.post('/', jsonRpcHandler({ requestHandler: handler, userBuilder }));
 app.use(restHandler({ requestHandler: handler, userBuilder }));
 
-const server = http.createServer(app);
-let closing = false;
-function shutdown(code) {
-  if (closing) return;
-  closing = true;
-  server.closeAllConnections?.();
-  server.close();
-  process.exit(code);
-}
-process.on('SIGTERM', () => shutdown(0));
-process.on('SIGINT', () => shutdown(0));
-if (!args['ignore-stdin']) {
-  process.stdin.on('end', () => shutdown(0));
-  process.stdin.on('close', () => shutdown(0));
-  process.stdin.on('error', () => shutdown(0));
-  process.stdin.resume();
-}
-
-server.once('error', (e) => { console.error('agent.mjs:', e.message); process.exit(1); });
-server.listen(Number.parseInt(args.port, 10), '127.0.0.1', () => {
-  const { port } = server.address();
-  const base = (args['card-url'] || `http://127.0.0.1:${port}`).replace(/\/+$/, '');
-  card.supportedInterfaces.push(
-    { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
-    { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
-  );
-  process.stdout.write(`READY ${port}\n`);
+serve(app, {
+  port: args.port, ignoreStdin: args['ignore-stdin'], name: 'agent.mjs',
+  ready: (port) => {
+    const base = (args['card-url'] || `http://127.0.0.1:${port}`).replace(/\/+$/, '');
+    card.supportedInterfaces.push(
+      { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+      { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
+    );
+  },
 });

@@ -30,11 +30,9 @@
 // 3 on bad arguments.
 
 import { parseArgs } from 'node:util';
-import { Role, taskStateToJSON } from '@a2a-js/sdk';
-import {
-  ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory,
-} from '@a2a-js/sdk/client';
 import { A2A_ERROR_CODE } from '@a2a-js/sdk/errors';
+import { part, shortState, textOf, userMessage } from './a2a-values.mjs';
+import { bearerFetch, clientFactory, ERROR_CODES } from './client-base.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -69,17 +67,9 @@ const killer = setTimeout(() => {
 
 // ---------- transport: a fetch that adds the bearer token ----------
 let lastStatus = null;
-async function fetchImpl(input, init = {}) {
-  const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined));
-  if (args.token) headers.set('Authorization', `Bearer ${args.token}`);
-  const res = await fetch(input, { ...init, headers });
-  lastStatus = res.status;
-  return res;
-}
+const fetchImpl = bearerFetch(args.token, (status) => { lastStatus = status; });
 
 // ---------- rendering ----------
-const shortState = (s) => taskStateToJSON(s).replace(/^TASK_STATE_/, '').toLowerCase().replaceAll('_', '-');
-const textOf = (m) => (m?.parts || []).filter((p) => p.content?.$case === 'text').map((p) => p.content.value).join(' ');
 
 function render(op, payload) {
   if (!payload) return { op, kind: 'empty' };
@@ -107,16 +97,11 @@ function render(op, payload) {
 const renderResult = (op, r) => render(op, r?.payload ?? { $case: 'task', value: r });
 
 const CODE_BY_NAME = {
-  TaskNotFoundError: A2A_ERROR_CODE.TASK_NOT_FOUND,
-  TaskNotCancelableError: A2A_ERROR_CODE.TASK_NOT_CANCELABLE,
-  PushNotificationNotSupportedError: A2A_ERROR_CODE.PUSH_NOTIFICATION_NOT_SUPPORTED,
-  UnsupportedOperationError: A2A_ERROR_CODE.UNSUPPORTED_OPERATION,
+  ...ERROR_CODES,
   ContentTypeNotSupportedError: A2A_ERROR_CODE.CONTENT_TYPE_NOT_SUPPORTED,
   InvalidAgentResponseError: A2A_ERROR_CODE.INVALID_AGENT_RESPONSE,
   ExtendedAgentCardNotConfiguredError: A2A_ERROR_CODE.EXTENDED_CARD_NOT_CONFIGURED,
   ExtensionSupportRequiredError: A2A_ERROR_CODE.EXTENSION_SUPPORT_REQUIRED,
-  VersionNotSupportedError: A2A_ERROR_CODE.VERSION_NOT_SUPPORTED,
-  RequestMalformedError: A2A_ERROR_CODE.INVALID_PARAMS,
 };
 
 function errorLine(op, e) {
@@ -134,13 +119,6 @@ function errorLine(op, e) {
 }
 
 // ---------- messages ----------
-const part = (content) => ({ content, metadata: undefined, filename: '', mediaType: '' });
-function userMessage(parts, extra = {}) {
-  return {
-    messageId: crypto.randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER, parts,
-    metadata: undefined, extensions: [], referenceTaskIds: [], ...extra,
-  };
-}
 // --push-url (with --push-token, --push-scheme, --push-credentials) puts a push
 // config in every send; --return-immediately asks not to wait for the task.
 function pushConfig() {
@@ -166,11 +144,7 @@ function screenMessage() {
 
 // ---------- scenarios ----------
 async function main() {
-  const factory = new ClientFactory({
-    transports: [new JsonRpcTransportFactory({ fetchImpl }), new RestTransportFactory({ fetchImpl })],
-    cardResolver: new DefaultAgentCardResolver({ fetchImpl }),
-    preferredTransports: [args.binding === 'rest' ? 'HTTP+JSON' : 'JSONRPC'],
-  });
+  const factory = clientFactory(fetchImpl, args.binding);
   let client;
   try {
     client = await factory.createFromUrl(args.url);

@@ -23,7 +23,6 @@
 // Binds 127.0.0.1 only; prints `READY <port>` once listening; exits on
 // SIGTERM/SIGINT and when stdin closes unless --ignore-stdin is given.
 
-import http from 'node:http';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { parseArgs } from 'node:util';
 import express from 'express';
@@ -31,10 +30,10 @@ import { AGENT_CARD_PATH } from '@a2a-js/sdk';
 import { DefaultRequestHandler, InMemoryTaskStore } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { TaskNotFoundError } from '@a2a-js/sdk/errors';
+import { serve } from './serve.mjs';
 
 // stdout carries the READY line only; the SDK's logging (it logs every refused
 // call) is dropped, so the test's stderr stays readable.
-const fail = (...a) => process.stderr.write(`${a.join(' ')}\n`);
 console.log = console.info = console.warn = console.error = () => {};
 
 const { values: args } = parseArgs({
@@ -127,30 +126,15 @@ app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: async () =>
 app.post('/', jsonRpcHandler({ requestHandler: handler, userBuilder, legacyCompat }));
 app.use(restHandler({ requestHandler: handler, userBuilder, legacyCompat }));
 
-const server = http.createServer(app);
-function shutdown() {
-  server.closeAllConnections?.();
-  server.close();
-  process.exit(0);
-}
-process.on('SIGTERM', shutdown);
-process.on('SIGINT', shutdown);
-if (!args['ignore-stdin']) {
-  process.stdin.on('end', shutdown);
-  process.stdin.on('close', shutdown);
-  process.stdin.on('error', shutdown);
-  process.stdin.resume();
-}
-
-server.once('error', (e) => { fail('differential.mjs:', e.message); process.exit(1); });
-server.listen(Number.parseInt(args.port, 10), '127.0.0.1', () => {
-  const { port } = server.address();
-  const base = `http://127.0.0.1:${port}`;
-  card.supportedInterfaces.push(
-    { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
-    { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
-    { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' },
-    { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '0.3' },
-  );
-  process.stdout.write(`READY ${port}\n`);
+serve(app, {
+  port: args.port, ignoreStdin: args['ignore-stdin'], name: 'differential.mjs',
+  ready: (port) => {
+    const base = `http://127.0.0.1:${port}`;
+    card.supportedInterfaces.push(
+      { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+      { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
+      { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' },
+      { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '0.3' },
+    );
+  },
 });

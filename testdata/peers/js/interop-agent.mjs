@@ -17,13 +17,14 @@
 // Binds 127.0.0.1 only; prints `READY <port>` once listening; exits on
 // SIGTERM/SIGINT and when stdin closes unless --ignore-stdin is given.
 
-import http from 'node:http';
 import { parseArgs } from 'node:util';
 import express from 'express';
-import { AgentCard, AGENT_CARD_PATH, Role, TaskState } from '@a2a-js/sdk';
-import { DefaultRequestHandler, InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
+import { AgentCard, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
+import { InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { TaskNotCancelableError } from '@a2a-js/sdk/errors';
+import { dataPart, textOf, textPart } from './a2a-values.mjs';
+import { Executor, StrictCancelHandler } from './agent-base.mjs';
+import { serve } from './serve.mjs';
 
 // stdout carries the READY line only.
 console.log = console.info = console.warn = (...a) => process.stderr.write(`${a.join(' ')}\n`);
@@ -37,85 +38,23 @@ const { values: args } = parseArgs({
 });
 const delayMs = Number.parseInt(args.delay, 10);
 
-const TERMINAL = [
-  TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
-  TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED,
-];
-const part = (content) => ({ content, metadata: undefined, filename: '', mediaType: '' });
-const textPart = (t) => part({ $case: 'text', value: t });
-const dataPart = (d) => part({ $case: 'data', value: d });
-const now = () => new Date().toISOString();
-const textOf = (m) => (m?.parts || []).filter((p) => p.content?.$case === 'text').map((p) => p.content.value).join(' ');
-
-function agentMessage(taskId, contextId, text) {
-  return {
-    messageId: `agent-${crypto.randomUUID()}`, contextId, taskId, role: Role.ROLE_AGENT,
-    parts: [textPart(text)], metadata: undefined, extensions: [], referenceTaskIds: [],
-  };
-}
-
-class Executor {
-  contexts = new Map();
-  waiting = new Map();
-
-  status(bus, taskId, contextId, state, text) {
-    bus.publish(AgentEvent.statusUpdate({
-      taskId, contextId, metadata: undefined,
-      status: { state, message: text ? agentMessage(taskId, contextId, text) : undefined, timestamp: now() },
-    }));
-  }
-
-  async execute(ctx, bus) {
+class InteropExecutor extends Executor {
+  async work(ctx, bus) {
     const { taskId, contextId } = ctx;
-    const msg = ctx.userMessage;
-    this.contexts.set(taskId, contextId);
-    try {
-      if (!ctx.task) {
-        bus.publish(AgentEvent.task({
-          id: taskId, contextId, artifacts: [], history: [msg], metadata: undefined,
-          status: { state: TaskState.TASK_STATE_SUBMITTED, message: undefined, timestamp: now() },
-        }));
-      }
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_WORKING);
-      if (textOf(msg).includes('slow')) {
-        const cancelled = await new Promise((resolve) => {
-          const timer = setTimeout(() => { this.waiting.delete(taskId); resolve(false); }, delayMs);
-          this.waiting.set(taskId, () => { clearTimeout(timer); resolve(true); });
-        });
-        if (cancelled) return; // cancelTask published canceled and finished the bus
-      }
-      bus.publish(AgentEvent.artifactUpdate({
-        taskId, contextId, append: false, lastChunk: true, metadata: undefined,
-        artifact: {
-          artifactId: 'art-1', name: 'sanctions-screening', description: 'Screening result',
-          parts: [textPart('Acme Trading FZE: 1 possible match (score 0.83) against SDN list'),
-            dataPart({ matches: 1, top_score: 0.83, list: 'SDN' })],
-          metadata: undefined, extensions: [],
-        },
-      }));
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, 'Screening complete.');
-      bus.finished();
-    } finally {
-      this.contexts.delete(taskId);
+    if (textOf(ctx.userMessage).includes('slow')) {
+      if (await this.waitOrCancel(taskId, delayMs)) return; // cancelTask published canceled and finished the bus
     }
-  }
-
-  async cancelTask(taskId, bus) {
-    const wake = this.waiting.get(taskId);
-    this.waiting.delete(taskId);
-    this.status(bus, taskId, this.contexts.get(taskId) || '', TaskState.TASK_STATE_CANCELED, 'Screening cancelled.');
+    bus.publish(AgentEvent.artifactUpdate({
+      taskId, contextId, append: false, lastChunk: true, metadata: undefined,
+      artifact: {
+        artifactId: 'art-1', name: 'sanctions-screening', description: 'Screening result',
+        parts: [textPart('Acme Trading FZE: 1 possible match (score 0.83) against SDN list'),
+          dataPart({ matches: 1, top_score: 0.83, list: 'SDN' })],
+        metadata: undefined, extensions: [],
+      },
+    }));
+    this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, 'Screening complete.');
     bus.finished();
-    wake?.();
-  }
-}
-
-class Handler extends DefaultRequestHandler {
-  async cancelTask(params, context) {
-    const task = await this.taskStore.load(params.id, context);
-    if (task && TERMINAL.includes(task.status?.state)) {
-      throw new TaskNotCancelableError(`Task not cancelable: ${params.id} is already terminal`);
-    }
-    return super.cancelTask(params, context);
   }
 }
 
@@ -139,7 +78,7 @@ const card = {
   iconUrl: undefined,
 };
 
-const handler = new Handler(card, new InMemoryTaskStore(), new Executor());
+const handler = new StrictCancelHandler(card, new InMemoryTaskStore(), new InteropExecutor());
 const userBuilder = UserBuilder.noAuthentication;
 const legacyCompat = { enabled: true };
 const app = express();
@@ -147,32 +86,14 @@ app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: async () =>
 app.post('/', jsonRpcHandler({ requestHandler: handler, userBuilder, legacyCompat }));
 app.use(restHandler({ requestHandler: handler, userBuilder, legacyCompat }));
 
-const server = http.createServer(app);
-let closing = false;
-function shutdown(code) {
-  if (closing) return;
-  closing = true;
-  server.closeAllConnections?.();
-  server.close();
-  process.exit(code);
-}
-process.on('SIGTERM', () => shutdown(0));
-process.on('SIGINT', () => shutdown(0));
-if (!args['ignore-stdin']) {
-  process.stdin.on('end', () => shutdown(0));
-  process.stdin.on('close', () => shutdown(0));
-  process.stdin.on('error', () => shutdown(0));
-  process.stdin.resume();
-}
-
-server.once('error', (e) => { process.stderr.write(`interop-agent.mjs: ${e.message}\n`); process.exit(1); });
-server.listen(Number.parseInt(args.port, 10), '127.0.0.1', () => {
-  const { port } = server.address();
-  const base = `http://127.0.0.1:${port}`;
-  card.supportedInterfaces.push(
-    { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
-    { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
-    { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' },
-  );
-  process.stdout.write(`READY ${port}\n`);
+serve(app, {
+  port: args.port, ignoreStdin: args['ignore-stdin'], name: 'interop-agent.mjs',
+  ready: (port) => {
+    const base = `http://127.0.0.1:${port}`;
+    card.supportedInterfaces.push(
+      { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
+      { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
+      { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '0.3' },
+    );
+  },
 });

@@ -29,11 +29,8 @@
 // bad arguments.
 
 import { parseArgs } from 'node:util';
-import { Role, taskStateToJSON } from '@a2a-js/sdk';
-import {
-  ClientFactory, DefaultAgentCardResolver, JsonRpcTransportFactory, RestTransportFactory,
-} from '@a2a-js/sdk/client';
-import { A2A_ERROR_CODE } from '@a2a-js/sdk/errors';
+import { part, shortState, userMessage } from './a2a-values.mjs';
+import { bearerFetch, clientFactory, ERROR_CODES as CODE_BY_NAME } from './client-base.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -57,21 +54,8 @@ const ops = new Set(args.ops.split(',').filter(Boolean));
 const killer = setTimeout(() => { emit({ op: 'timeout', error: { message: `no end within ${args.timeout} ms` } }); process.exit(2); },
   Number.parseInt(args.timeout, 10));
 
-async function fetchImpl(input, init = {}) {
-  const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined));
-  if (args.token) headers.set('Authorization', `Bearer ${args.token}`);
-  return fetch(input, { ...init, headers });
-}
+const fetchImpl = bearerFetch(args.token);
 
-const shortState = (s) => taskStateToJSON(s).replace(/^TASK_STATE_/, '').toLowerCase().replaceAll('_', '-');
-const CODE_BY_NAME = {
-  TaskNotFoundError: A2A_ERROR_CODE.TASK_NOT_FOUND,
-  TaskNotCancelableError: A2A_ERROR_CODE.TASK_NOT_CANCELABLE,
-  PushNotificationNotSupportedError: A2A_ERROR_CODE.PUSH_NOTIFICATION_NOT_SUPPORTED,
-  UnsupportedOperationError: A2A_ERROR_CODE.UNSUPPORTED_OPERATION,
-  VersionNotSupportedError: A2A_ERROR_CODE.VERSION_NOT_SUPPORTED,
-  RequestMalformedError: A2A_ERROR_CODE.INVALID_PARAMS,
-};
 function errorLine(op, e) {
   const typed = e?.cause && CODE_BY_NAME[e.cause?.name] !== undefined ? e.cause : e;
   return { op, error: { code: typed?.envelopeCode ?? CODE_BY_NAME[typed?.name] ?? null, message: String(e?.message ?? e), name: typed?.name ?? 'Error' } };
@@ -93,13 +77,8 @@ const taskOf = (t) => flat({ $case: 'task', value: t });
 // sendMessage answers either {payload} or the Task (or Message) itself.
 const result = (r) => (r?.payload ? flat(r.payload) : r?.role !== undefined ? flat({ $case: 'message', value: r }) : taskOf(r));
 
-const part = (content) => ({ content, metadata: undefined, filename: '', mediaType: '' });
 function message(text) {
-  return {
-    messageId: crypto.randomUUID(), contextId: '', taskId: '', role: Role.ROLE_USER,
-    parts: [part({ $case: 'text', value: text }), part({ $case: 'data', value: { beneficiary: 'Acme Trading FZE' } })],
-    metadata: undefined, extensions: [], referenceTaskIds: [],
-  };
+  return userMessage([part({ $case: 'text', value: text }), part({ $case: 'data', value: { beneficiary: 'Acme Trading FZE' } })]);
 }
 function pushConfig(id = '') {
   return { tenant: '', id, taskId: '', url: args['push-url'], token: args['push-token'], authentication: undefined };
@@ -128,11 +107,7 @@ async function step(op, fn) {
 
 async function main() {
   const legacyCompat = args.legacy ? { enabled: true } : undefined;
-  const factory = new ClientFactory({
-    transports: [new JsonRpcTransportFactory({ fetchImpl, legacyCompat }), new RestTransportFactory({ fetchImpl, legacyCompat })],
-    cardResolver: new DefaultAgentCardResolver({ fetchImpl, legacyCompat }),
-    preferredTransports: [args.binding === 'rest' ? 'HTTP+JSON' : 'JSONRPC'],
-  });
+  const factory = clientFactory(fetchImpl, args.binding, legacyCompat);
   let client;
   try {
     client = await factory.createFromUrl(args.url);

@@ -54,5 +54,12 @@ func LoadPolicyFS(ctx context.Context, fsys fs.FS, name string, opt LoadOptions)
 		h.Write(raw)
 	}
 	p.Revision, p.Files = hex.EncodeToString(h.Sum(nil))[:16], files
+	if opt.Facts != nil {
+		digest, err := factsDigest(opt.Facts)
+		if err != nil {
+			return nil, err
+		}
+		p.Revision = withDigest(p.Revision, digest)
+	}
 	return p, nil
 }

@@ -53,7 +53,10 @@ func (p *Policy) run(ctx context.Context, prog *program, input ast.Value, tracer
 	}
 	defer p.store.Abort(ctx, txn)
 	q := topdown.NewQuery(prog.query).WithCompiler(prog.compiler).WithStore(p.store).WithTransaction(txn).
-		WithInput(ast.NewTerm(input)).WithMetrics(noMetrics)
+		WithInput(ast.NewTerm(input)).WithMetrics(noMetrics).
+		// A built-in that errors (a type error, a bad regex) fails the
+		// decision, which denies: it never just leaves a deny rule unfired.
+		WithStrictBuiltinErrors(true)
 	if ctx.Done() != nil {
 		// A cancelled request stops its evaluation; AfterFunc costs no goroutine
 		// unless the context ends.

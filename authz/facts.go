@@ -51,6 +51,12 @@ func containsValue(list []any, v any) bool {
 	return false
 }
 
+// withDigest is a revision that also names the facts' digest.
+func withDigest(revision, digest string) string {
+	sum := sha256.Sum256([]byte(revision + "\x00" + digest))
+	return hex.EncodeToString(sum[:8])
+}
+
 // factsDigest names the facts in the policy's revision: the same files with
 // other facts are another revision.
 func factsDigest(facts map[string]any) (string, error) {

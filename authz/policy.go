@@ -67,6 +67,21 @@ type LoadOptions struct {
 	// NoPartial turns off partial evaluation per target: every decision
 	// evaluates the whole policy.
 	NoPartial bool
+	// Facts are the configuration's facts (config.PolicyFacts), merged over
+	// the data files for decisions (withFacts) and named in the revision. The
+	// set's own tests run on its files alone, as `opa test` runs them.
+	Facts map[string]any
+	// Smoke are known requests the set must decide without an error before
+	// it is accepted (at start and on every reload): a set that compiles and
+	// passes its tests (or has none) but fails on real requests is refused.
+	Smoke []Smoke
+}
+
+// Smoke is one known request of LoadOptions.Smoke, and what to call it in an
+// error.
+type Smoke struct {
+	Name  string
+	Input *Input
 }
 
 // policyFiles is the loader filter: it keeps .rego, .json and .yaml files (it
@@ -135,8 +150,23 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 			return nil, fmt.Errorf("policy tests did not finish: %w", ctx.Err())
 		}
 	}
+	if opt.Facts != nil {
+		digest, err := factsDigest(opt.Facts)
+		if err != nil {
+			return nil, fmt.Errorf("configuration facts: %w", err)
+		}
+		p.Revision = withDigest(p.Revision, digest)
+		p.store = inmem.NewFromObjectWithOpts(withFacts(res.Documents, opt.Facts),
+			inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(false))
+	}
 	if err := p.compile(ctx, res.Modules, opt.Query); err != nil {
 		return nil, err
+	}
+	for _, s := range opt.Smoke {
+		// The whole policy, with built-in errors strict as in every decision.
+		if _, err := p.decision(ctx, p.full, p.value(s.Input, nil)); err != nil {
+			return nil, fmt.Errorf("the policy fails on a known request (%s): %w", s.Name, err)
+		}
 	}
 	return p, nil
 }

@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/policies"
+	"github.com/writ-authz/writ/task"
 )
 
 // embeddedName names the shipped policies embedded in the binary in
@@ -34,4 +38,73 @@ func policySource(cfg *config.Config) string {
 		return "the shipped policies embedded in writ"
 	}
 	return strings.Join(cfg.Policies, ", ")
+}
+
+// policyOptions are the load options of cfg's policy set: the configuration's
+// facts (agents[].callback_hosts, tenants) merged into the policy data, and
+// the known requests the set must decide without an error (known).
+func policyOptions(cfg *config.Config) (authz.LoadOptions, error) {
+	smoke, err := known(cfg)
+	if err != nil {
+		return authz.LoadOptions{}, err
+	}
+	return authz.LoadOptions{Facts: cfg.PolicyFacts(), Smoke: smoke}, nil
+}
+
+// representative is the request writ evaluates to know a policy set works:
+// the A2A 1.0 send of examples/a2a-1.0-send.http, parsed as writ parses it.
+func representative() (task.Request, wire.Inbound, error) {
+	raw, err := examples.ReadFile("examples/a2a-1.0-send.http")
+	if err != nil {
+		return task.Request{}, wire.Inbound{}, err
+	}
+	lim := wire.Limits{MaxBodyBytes: wire.DefaultMaxBodyBytes, MaxJSONDepth: wire.DefaultMaxJSONDepth}
+	in, err := readMessage(raw, lim)
+	if err != nil {
+		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %w", err)
+	}
+	edges, err := adapters.NewRoute("a2a", "/")
+	if err != nil {
+		return task.Request{}, wire.Inbound{}, err
+	}
+	req, fault := edges.For(in.Path).Parse(in, lim)
+	if fault != nil {
+		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %v", fault)
+	}
+	return req, in, nil
+}
+
+// representativeInput is the policy input of the representative request to
+// agent a from a caller of a's first tenant who authenticated by method.
+func representativeInput(cfg *config.Config, a *config.Agent, req *task.Request, in wire.Inbound, method string) *authz.Input {
+	tenant := "tenant"
+	if len(a.Tenants) > 0 {
+		tenant = a.Tenants[0]
+	}
+	caller := identity.Caller{Authenticated: true, Method: method, AgentID: "validate-caller", UserID: "validate-user",
+		Tenant: tenant, Scopes: []string{}}
+	return authz.BuildInput(&authz.Facts{Request: req, Caller: caller, Target: authz.TargetOf(a),
+		HTTP: authz.HTTPInfo{Method: in.Method, Path: in.Path}, DefaultClassification: cfg.DefaultClassification})
+}
+
+// callerMethodNames are the ways a caller can authenticate, in the order
+// writ validate reports them.
+var callerMethodNames = []string{identity.MethodJWT, identity.MethodMTLS, identity.MethodStatic}
+
+// known are the known requests of policyOptions: the representative request
+// to every configured agent, from a caller of each way of authenticating.
+func known(cfg *config.Config) ([]authz.Smoke, error) {
+	req, in, err := representative()
+	if err != nil {
+		return nil, err
+	}
+	var out []authz.Smoke
+	for i := range cfg.Agents {
+		a := &cfg.Agents[i]
+		for _, m := range callerMethodNames {
+			out = append(out, authz.Smoke{Name: fmt.Sprintf("a send to %s from a %s caller", a.Name, m),
+				Input: representativeInput(cfg, a, &req, in, m)})
+		}
+	}
+	return out, nil
 }

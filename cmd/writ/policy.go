@@ -169,7 +169,9 @@ func evalCmd(args []string, stdout, stderr io.Writer) int {
 	if idErr != nil {
 		out.Identity = idErr.Error()
 	}
-	p, err := loadPolicy(context.Background(), cfg, authz.LoadOptions{})
+	// The configuration's facts, but no smoke test: a policy that fails
+	// shows its error in the decision printed.
+	p, err := loadPolicy(context.Background(), cfg, authz.LoadOptions{Facts: cfg.PolicyFacts()})
 	if err != nil {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2

@@ -111,3 +111,49 @@ func TestEvalCommand(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, out)
 	}
 }
+
+// TestConfigFactsReachPolicies: a callback host the configuration allows for
+// an agent (agents[].callback_hosts) is allowed by the shipped policy, which
+// denies it without; the policy data file is unchanged.
+func TestConfigFactsReachPolicies(t *testing.T) {
+	chdirRoot(t)
+	raw, err := os.ReadFile("testdata/a2a/v1.0/jsonrpc/send_push.request.http")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	req := filepath.Join(dir, "send.http")
+	// Same length: the recorded Content-Length still holds.
+	os.WriteFile(req, []byte(strings.Replace(string(raw), "https://agents.bank.ae/cb", "https://hooks.bank.xyz/cb", 1)), 0o644)
+	seed, _ := os.ReadFile("testdata/config/seed.yaml")
+	withHost := filepath.Join(dir, "c.yaml")
+	os.WriteFile(withHost, []byte(strings.Replace(string(seed), "    security_schemes: [oauth2]\n",
+		"    security_schemes: [oauth2]\n    callback_hosts: [hooks.bank.xyz]\n", 1)), 0o644)
+	for cfg, want := range map[string]string{"testdata/config/seed.yaml": "CALLBACK_NOT_ALLOWED", withHost: ""} {
+		code, out, errOut := runCLI(t, "", "eval", "-config", cfg, "-request", req, "-token", benchToken(t))
+		if want == "" && (code != 0 || strings.Contains(out, "CALLBACK")) || want != "" && (code != 1 || !strings.Contains(out, want)) {
+			t.Errorf("%s: exit %d\n%s\n%s", cfg, code, out, errOut)
+		}
+	}
+}
+
+// TestValidateRefusesAPolicyFailingKnownRequests: a policy set that compiles
+// and has no tests but errors on every request (a built-in error in a deny
+// rule) is refused, naming the known request it failed.
+func TestValidateRefusesAPolicyFailingKnownRequests(t *testing.T) {
+	chdirRoot(t)
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "p.rego"), []byte(`package writ.authz
+
+denials contains {"code": "X", "reason": "r"} if to_number(input.request.path) > 3
+
+decision := {"allow": count(denials) == 0, "denials": denials}
+`), 0o644)
+	seed, _ := os.ReadFile("testdata/config/seed.yaml")
+	cfg := filepath.Join(t.TempDir(), "c.yaml")
+	os.WriteFile(cfg, []byte(strings.Replace(string(seed), "policies: [policies]", "policies: ["+dir+"]", 1)), 0o644)
+	code, out, errOut := runCLI(t, "", "validate", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, "fails on a known request (a send to sanctions-screening-agent") {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}

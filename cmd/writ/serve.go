@@ -71,7 +71,11 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, err
 	}
 	undo = append(undo, ident.Close)
-	pol, err := loadPolicy(ctx, cfg, authz.LoadOptions{})
+	opt, err := policyOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := loadPolicy(ctx, cfg, opt)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +87,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	// (the admin API answers a reload request 503, and SIGHUP says why).
 	var reloader *authz.Reloader
 	if !cfg.EmbeddedPolicies() {
-		reloader = authz.NewReloader(engine, cfg.Policies, authz.LoadOptions{}, log)
+		reloader = authz.NewReloader(engine, cfg.Policies, opt, log)
 	}
 	// Producers emit to the bus from the start; the observers subscribe once
 	// built from the producers' snapshots.

@@ -15,8 +15,6 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
-	"github.com/writ-authz/writ/adapters"
-	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -71,7 +69,12 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	if *token != "" {
 		v.sampleToken(ctx, res, *token)
 	}
-	p, err := loadPolicy(ctx, cfg, authz.LoadOptions{})
+	opt, err := policyOptions(cfg)
+	if err != nil {
+		v.errorf(0, "", "%v", err)
+		return v.done(stdout, "")
+	}
+	p, err := loadPolicy(ctx, cfg, opt)
 	if err != nil {
 		v.errorf(cfg.Line("policies"), "policies", "%v", err)
 		return v.done(stdout, "")
@@ -256,43 +259,19 @@ func (v *validation) admission(ctx context.Context, p *authz.Policy) {
 		v.errorf(0, "policies", "%v", err)
 		return
 	}
-	raw, err := examples.ReadFile("examples/a2a-1.0-send.http")
+	req, in, err := representative()
 	if err != nil {
 		v.errorf(0, "", "%v", err)
-		return
-	}
-	lim := wire.Limits{MaxBodyBytes: wire.DefaultMaxBodyBytes, MaxJSONDepth: wire.DefaultMaxJSONDepth}
-	in, err := readMessage(raw, lim)
-	if err != nil {
-		v.errorf(0, "", "the representative request: %v", err)
-		return
-	}
-	edges, err := adapters.NewRoute("a2a", "/")
-	if err != nil {
-		v.errorf(0, "", "%v", err)
-		return
-	}
-	req, fault := edges.For(in.Path).Parse(in, lim)
-	if fault != nil {
-		v.errorf(0, "", "the representative request: %v", fault)
 		return
 	}
 	methods := callerMethods(v.cfg)
-	names := []string{identity.MethodJWT, identity.MethodMTLS, identity.MethodStatic}
+	names := callerMethodNames
 	for i := range v.cfg.Agents {
 		a := &v.cfg.Agents[i]
-		tenant := "tenant"
-		if len(a.Tenants) > 0 {
-			tenant = a.Tenants[0]
-		}
 		admits := map[string]bool{}
 		var reason string
 		for _, m := range names {
-			caller := identity.Caller{Authenticated: true, Method: m, AgentID: "validate-caller", UserID: "validate-user",
-				Tenant: tenant, Scopes: []string{}}
-			input := authz.BuildInput(&authz.Facts{Request: &req, Caller: caller, Target: authz.TargetOf(a),
-				HTTP: authz.HTTPInfo{Method: in.Method, Path: in.Path}, DefaultClassification: v.cfg.DefaultClassification})
-			d, err := engine.Decide(ctx, input)
+			d, err := engine.Decide(ctx, representativeInput(v.cfg, a, &req, in, m))
 			if err != nil {
 				v.errorf(0, fmt.Sprintf("agents[%d]", i), "the policy fails on a representative request: %v", err)
 				return

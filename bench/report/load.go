@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -224,8 +225,9 @@ func (s *server) load(loadBin, requests string, args ...string) (loadResult, err
 	out, err := exec.Command("taskset", argv...).Output()
 	t1 := s.cpuTicks()
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return loadResult{}, fmt.Errorf("load %v: %v: %s", args, err, ee.Stderr)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return loadResult{}, fmt.Errorf("load %v: %w: %s", args, err, ee.Stderr)
 		}
 		return loadResult{}, err
 	}

@@ -232,7 +232,7 @@ func prepareLoad(work string) (*loadEnv, error) {
 	writBin, loadBin := filepath.Join(work, "writ"), filepath.Join(work, "load")
 	for bin, pkg := range map[string]string{writBin: "./cmd/writ", loadBin: "./bench/load"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
 	}
 	key, err := loadOrCreateKey(cache)

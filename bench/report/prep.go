@@ -151,8 +151,9 @@ func writeRequests(path string, tpl *authv3.CheckRequest, n int, vary func(*auth
 			f.Close()
 			return err
 		}
-		w.Write(lenbuf[:binary.PutUvarint(lenbuf[:], uint64(len(b)))])
-		w.Write(b)
+		// A bufio.Writer's first error sticks: w.Flush below returns it.
+		_, _ = w.Write(lenbuf[:binary.PutUvarint(lenbuf[:], uint64(len(b)))])
+		_, _ = w.Write(b)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

@@ -60,7 +60,7 @@ func writeJWKS(path string, k *rsa.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, out, 0o644)
+	return os.WriteFile(path, out, 0o644) //nolint:gosec // public keys only
 }
 
 // benchClaims are the claims of bench/request_allow.json's token, with a new

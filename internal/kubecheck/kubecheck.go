@@ -409,7 +409,7 @@ func Store(t testing.TB, s *Sidecar) {
 func Probes(t testing.TB, s *Sidecar) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package writ.authz\n\ndecision := {\"allow\": true}\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package writ.authz\n\ndecision := {\"allow\": true}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p, err := authz.LoadPolicy(context.Background(), []string{dir}, authz.LoadOptions{})
@@ -529,11 +529,11 @@ func PolicyList(t testing.TB, s *Sidecar, files map[string]string) {
 func KubeletMount(t testing.TB, dir string, files map[string]string, gen int) {
 	t.Helper()
 	ts := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", gen, gen)
-	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil { //nolint:gosec // the kubelet's mode for a ConfigMap volume's data directory
 		t.Fatal(err)
 	}
 	for k, v := range files {
-		if err := os.WriteFile(filepath.Join(dir, ts, k), []byte(v), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ts, k), []byte(v), 0o644); err != nil { //nolint:gosec // a ConfigMap volume's defaultMode, as the kubelet writes it
 			t.Fatal(err)
 		}
 	}
@@ -594,7 +594,12 @@ func PoliciesLoad(t testing.TB, s *Sidecar, files map[string]string) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- rl.Watch(wctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 
 	// kubectl edit configmap writ-policies: the kubelet swaps ..data. Repeat
 	// until the watcher (which may still be starting) sees one.

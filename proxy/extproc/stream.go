@@ -47,7 +47,7 @@ const AttrCodeDetails = "response.code_details"
 // errNoBody: the request has a body Envoy will not show writ whole
 // (request_body_mode is not BUFFERED). It is refused: nothing is decided on a
 // body writ did not read, and nothing undecided reaches the agent.
-var errNoBody = errors.New("Envoy's ext_proc filter does not send writ the whole request body (processing_mode.request_body_mode must be BUFFERED)")
+var errNoBody = errors.New("the Envoy ext_proc filter does not send writ the whole request body (processing_mode.request_body_mode must be BUFFERED)")
 
 // stream is one HTTP request and its answer, as Envoy shows them on one
 // Process stream. It is used by the stream's goroutine only (the SSE relay
@@ -85,7 +85,7 @@ type answer interface {
 	invalid() int
 }
 
-func newStream(s *Server, ctx context.Context) *stream {
+func newStream(ctx context.Context, s *Server) *stream {
 	return &stream{s: s, ctx: ctx, start: time.Now(), ev: events.Request{Mode: events.ModeExtProc}}
 }
 

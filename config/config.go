@@ -523,7 +523,7 @@ func (c *Config) Validate() error {
 	c.Envoy.validate(c, bad)
 	c.Store.validate(bad)
 	c.Log.validate(bad)
-	c.TLS.validate(c, bad)
+	c.TLS.validate(bad)
 	for i, p := range c.Policies {
 		if strings.TrimSpace(p) == "" {
 			bad(fmt.Sprintf("policies[%d]", i), "must name a directory or file")

@@ -49,7 +49,7 @@ func (t *TLS) Mode() string {
 	return ClientAuthNone
 }
 
-func (t *TLS) validate(c *Config, bad func(key, format string, args ...any)) {
+func (t *TLS) validate(bad func(key, format string, args ...any)) {
 	if t == nil {
 		return
 	}

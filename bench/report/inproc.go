@@ -123,7 +123,7 @@ func runInProc(r *results) error {
 			logf("in-process round %d/%d: %s", round+1, r.opt.rounds, strings.Join(g.pkgs, " "))
 			out, err := exec.Command("taskset", args...).CombinedOutput()
 			if err != nil {
-				return fmt.Errorf("go test -bench: %v\n%s", err, out)
+				return fmt.Errorf("go test -bench: %w\n%s", err, out)
 			}
 			parseBench(out, r.inproc)
 		}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -224,8 +225,9 @@ func (s *server) load(loadBin, requests string, args ...string) (loadResult, err
 	out, err := exec.Command("taskset", argv...).Output()
 	t1 := s.cpuTicks()
 	if err != nil {
-		if ee, ok := err.(*exec.ExitError); ok {
-			return loadResult{}, fmt.Errorf("load %v: %v: %s", args, err, ee.Stderr)
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return loadResult{}, fmt.Errorf("load %v: %w: %s", args, err, ee.Stderr)
 		}
 		return loadResult{}, err
 	}
@@ -242,11 +244,11 @@ func (s *server) load(loadBin, requests string, args ...string) (loadResult, err
 // policyDirs writes the always-allow policy and returns the policy paths by name.
 func policyDirs(work string) (map[string]string, error) {
 	allow := filepath.Join(work, "allow")
-	if err := os.MkdirAll(allow, 0o755); err != nil {
+	if err := os.MkdirAll(allow, 0o755); err != nil { //nolint:gosec // holds the always-allow benchmark policy, no secret
 		return nil, err
 	}
 	rego := "package writ.authz\n\ndecision := {\"allow\": true, \"denials\": []}\n"
-	if err := os.WriteFile(filepath.Join(allow, "allow.rego"), []byte(rego), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(allow, "allow.rego"), []byte(rego), 0o644); err != nil { //nolint:gosec // the always-allow benchmark policy, no secret
 		return nil, err
 	}
 	abs, _ := filepath.Abs("policies")

@@ -90,7 +90,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
-	if err := os.WriteFile(*out, []byte(render(r)), 0o644); err != nil {
+	if err := os.WriteFile(*out, []byte(render(r)), 0o644); err != nil { //nolint:gosec // the report is committed (bench/REPORT.md): as readable as any file of the repository
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(1)
 	}
@@ -222,17 +222,17 @@ func runLoad(r *results) error {
 // configs and the request files there.
 func prepareLoad(work string) (*loadEnv, error) {
 	cache := filepath.Join("bench", ".cache")
-	if err := os.MkdirAll(cache, 0o755); err != nil {
+	if err := os.MkdirAll(cache, 0o700); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(work, 0o755); err != nil {
+	if err := os.MkdirAll(work, 0o755); err != nil { //nolint:gosec // no secret goes here (the signing key stays in bench/.cache); -prepare's directory is for running writ and bench/load by hand
 		return nil, err
 	}
 	logf("building writ and bench/load")
 	writBin, loadBin := filepath.Join(work, "writ"), filepath.Join(work, "load")
 	for bin, pkg := range map[string]string{writBin: "./cmd/writ", loadBin: "./bench/load"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
 	}
 	key, err := loadOrCreateKey(cache)
@@ -275,7 +275,7 @@ func prepareLoad(work string) (*loadEnv, error) {
 	configs := map[string]string{}
 	for name, dir := range pols {
 		configs[name] = filepath.Join(work, name+".yaml")
-		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, 10000)), 0o644); err != nil {
+		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, 10000)), 0o644); err != nil { //nolint:gosec // a benchmark config, no secret in it
 			return nil, err
 		}
 	}

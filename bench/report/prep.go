@@ -60,7 +60,7 @@ func writeJWKS(path string, k *rsa.PrivateKey) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, out, 0o644)
+	return os.WriteFile(path, out, 0o644) //nolint:gosec // public keys only
 }
 
 // benchClaims are the claims of bench/request_allow.json's token, with a new
@@ -151,8 +151,9 @@ func writeRequests(path string, tpl *authv3.CheckRequest, n int, vary func(*auth
 			f.Close()
 			return err
 		}
-		w.Write(lenbuf[:binary.PutUvarint(lenbuf[:], uint64(len(b)))])
-		w.Write(b)
+		// A bufio.Writer's first error sticks: w.Flush below returns it.
+		_, _ = w.Write(lenbuf[:binary.PutUvarint(lenbuf[:], uint64(len(b)))])
+		_, _ = w.Write(b)
 	}
 	if err := w.Flush(); err != nil {
 		f.Close()

@@ -42,7 +42,7 @@ import (
 
 // ---- Kubernetes objects, decoded strictly into k8s.io/api types ----
 
-// manifests are the objects of one YAML stream (a file of deploy/, or a
+// Manifests are the objects of one YAML stream (a file of deploy/, or a
 // chart's rendering), each decoded into its k8s.io/api type (the Prometheus
 // Operator's for a ServiceMonitor) refusing unknown fields: a misspelt or
 // misplaced field fails as the API server's strict validation would.
@@ -56,6 +56,7 @@ type Manifests struct {
 	Monitors    []*monitoringv1.ServiceMonitor
 }
 
+// DecodeFile decodes the YAML stream in the file at path (see DecodeStream).
 func DecodeFile(t testing.TB, path string) *Manifests {
 	t.Helper()
 	raw, err := os.ReadFile(path)
@@ -65,7 +66,7 @@ func DecodeFile(t testing.TB, path string) *Manifests {
 	return DecodeStream(t, path, raw)
 }
 
-// decodeStream decodes every document of raw.
+// DecodeStream decodes every document of raw; source names it in failures.
 func DecodeStream(t testing.TB, source string, raw []byte) *Manifests {
 	t.Helper()
 	m := &Manifests{Source: source, ConfigMaps: map[string]*corev1.ConfigMap{}}
@@ -129,7 +130,7 @@ func DecodeStream(t testing.TB, source string, raw []byte) *Manifests {
 	}
 }
 
-// sidecar is one agent's Deployment with writ in it, and writ's config.
+// Sidecar is one agent's Deployment with writ in it, and writ's config.
 type Sidecar struct {
 	Source     string
 	M          *Manifests
@@ -141,6 +142,9 @@ type Sidecar struct {
 	Cfg        *config.Config
 }
 
+// NewSidecar is the sidecar m describes: its one Deployment, the writ, agent
+// and writ-validate containers, and writ.yaml from the writ-config ConfigMap,
+// parsed by config.Parse.
 func NewSidecar(t testing.TB, m *Manifests) *Sidecar {
 	t.Helper()
 	if len(m.Deployments) != 1 {
@@ -189,8 +193,7 @@ func (s *Sidecar) ConfigMapOf(t testing.TB, volume string) *corev1.ConfigMap {
 	return nil
 }
 
-// mountOf is where container c mounts the volume backed by volume vol
-// (read-only).
+// MountOf is where container c mounts volume vol, which must be read-only.
 func MountOf(t testing.TB, s *Sidecar, c corev1.Container, vol string) string {
 	t.Helper()
 	for _, m := range c.VolumeMounts {
@@ -205,6 +208,8 @@ func MountOf(t testing.TB, s *Sidecar, c corev1.Container, vol string) string {
 	return ""
 }
 
+// FlagValue is the value of flag name in args (-name v, --name v or
+// -name=v), "" when it is not there.
 func FlagValue(args []string, name string) string {
 	for i, a := range args {
 		if (a == "-"+name || a == "--"+name) && i+1 < len(args) {
@@ -217,6 +222,7 @@ func FlagValue(args []string, name string) string {
 	return ""
 }
 
+// PortOf splits addr into its host and port number.
 func PortOf(t testing.TB, addr string) (string, int) {
 	t.Helper()
 	h, p, err := net.SplitHostPort(addr)
@@ -230,7 +236,7 @@ func PortOf(t testing.TB, addr string) (string, int) {
 	return h, n
 }
 
-// containerPort is the port number of c's port called name.
+// ContainerPort is the port number of c's port called name (0 if it has none).
 func ContainerPort(c corev1.Container, name string) int {
 	for _, p := range c.Ports {
 		if p.Name == name {
@@ -240,11 +246,11 @@ func ContainerPort(c corev1.Container, name string) int {
 	return 0
 }
 
-// Config: writ.yaml passes config.Parse; both containers read it
-// from the ConfigMap; writ listens on the ports the pod declares; the agent
-// is reached over the pod's loopback only; the caller-facing Service exposes
-// writ's listener and nothing else; the NetworkPolicy names real ports and
-// admits admin from one namespace only.
+// Config checks writ's configuration in the pod: writ.yaml passes
+// config.Parse; both containers read it from the ConfigMap; writ listens on
+// the ports the pod declares; the agent is reached over the pod's loopback
+// only; the caller-facing Service exposes writ's listener and nothing else;
+// the NetworkPolicy names real ports and admits admin from one namespace only.
 func Config(t testing.TB, s *Sidecar) {
 	t.Helper()
 	cfg := s.Cfg
@@ -349,7 +355,7 @@ func Config(t testing.TB, s *Sidecar) {
 	}
 }
 
-// Store: writ keeps its lifecycle in the file store, on a
+// Store checks that writ keeps its lifecycle in the file store, on a
 // writable volume of its own (the root file system is read-only) mounted
 // where writ.yaml's store.path points, on disk (not tmpfs), large enough for
 // lifecycle.max_tasks at the measured bytes per task.
@@ -397,12 +403,13 @@ func Store(t testing.TB, s *Sidecar) {
 	}
 }
 
-// Probes: every probe is an HTTP GET on writ's admin port, at a path
-// the admin handler serves; readiness waits longer than admin.ReadyTimeout.
+// Probes checks that every probe is an HTTP GET on writ's admin port, at a
+// path the admin handler serves, and that readiness waits longer than
+// admin.ReadyTimeout.
 func Probes(t testing.TB, s *Sidecar) {
 	t.Helper()
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package writ.authz\n\ndecision := {\"allow\": true}\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package writ.authz\n\ndecision := {\"allow\": true}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p, err := authz.LoadPolicy(context.Background(), []string{dir}, authz.LoadOptions{})
@@ -446,8 +453,9 @@ func Probes(t testing.TB, s *Sidecar) {
 	}
 }
 
-// Resources: requests sized by the benchmarks, limits above them,
-// GOMEMLIMIT under the memory limit, and hardened containers.
+// Resources checks writ's requests are sized by the benchmarks, its limits
+// above them and GOMEMLIMIT under the memory limit, and that the containers
+// are hardened.
 func Resources(t testing.TB, s *Sidecar) {
 	t.Helper()
 	{
@@ -482,7 +490,7 @@ func Resources(t testing.TB, s *Sidecar) {
 	}
 }
 
-// bytesOf reads a GOMEMLIMIT (KiB/MiB/GiB).
+// BytesOf reads a GOMEMLIMIT (KiB/MiB/GiB).
 func BytesOf(t testing.TB, q string) int64 {
 	t.Helper()
 	for suffix, mult := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
@@ -500,8 +508,8 @@ func BytesOf(t testing.TB, q string) int64 {
 	return n
 }
 
-// checkPolicyList: writ.yaml lists exactly the ConfigMap's files where the
-// pod mounts them.
+// PolicyList checks that writ.yaml lists exactly the ConfigMap's files where
+// the pod mounts them.
 func PolicyList(t testing.TB, s *Sidecar, files map[string]string) {
 	t.Helper()
 	mount := MountOf(t, s, s.Writ, "writ-policies")
@@ -515,17 +523,17 @@ func PolicyList(t testing.TB, s *Sidecar, files map[string]string) {
 	}
 }
 
-// kubeletMount lays files out as the kubelet mounts a ConfigMap volume: the
+// KubeletMount lays files out as the kubelet mounts a ConfigMap volume: the
 // data in a timestamped directory, ..data pointing at it, and one symlink per
 // key through ..data. Calling it again is the kubelet's atomic update.
 func KubeletMount(t testing.TB, dir string, files map[string]string, gen int) {
 	t.Helper()
 	ts := fmt.Sprintf("..2026_01_01_00_00_%02d.%d", gen, gen)
-	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, ts), 0o755); err != nil { //nolint:gosec // the kubelet's mode for a ConfigMap volume's data directory
 		t.Fatal(err)
 	}
 	for k, v := range files {
-		if err := os.WriteFile(filepath.Join(dir, ts, k), []byte(v), 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, ts, k), []byte(v), 0o644); err != nil { //nolint:gosec // a ConfigMap volume's defaultMode, as the kubelet writes it
 			t.Fatal(err)
 		}
 	}
@@ -552,8 +560,9 @@ func KubeletMount(t testing.TB, dir string, files map[string]string, gen int) {
 	}
 }
 
-// checkPoliciesLoad: s's policy list loads from files laid out as the kubelet
-// mounts the ConfigMap, and an update of the ConfigMap is reloaded.
+// PoliciesLoad checks that s's policy list loads from files laid out as the
+// kubelet mounts the ConfigMap, and that an update of the ConfigMap is
+// reloaded.
 func PoliciesLoad(t testing.TB, s *Sidecar, files map[string]string) {
 	t.Helper()
 	cfg := s.Cfg
@@ -585,7 +594,12 @@ func PoliciesLoad(t testing.TB, s *Sidecar, files map[string]string) {
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- rl.Watch(wctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
 
 	// kubectl edit configmap writ-policies: the kubelet swaps ..data. Repeat
 	// until the watcher (which may still be starting) sees one.

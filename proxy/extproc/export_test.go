@@ -3,6 +3,8 @@ package extproc
 import (
 	"context"
 
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+
 	"github.com/writ-authz/writ/proxy"
 )
 
@@ -20,4 +22,14 @@ func Relayed(ctx context.Context, p *proxy.Plan, chunks [][]byte) [][]byte {
 		out[i] = f.feed(c, i == len(chunks)-1)
 	}
 	return out
+}
+
+// KeptAttribute is the attribute name as a stream keeps it from reqs, received
+// in order.
+func KeptAttribute(name string, reqs ...*extprocv3.ProcessingRequest) string {
+	st := &stream{}
+	for _, r := range reqs {
+		st.keepAttributes(r)
+	}
+	return st.attr(name)
 }

@@ -97,7 +97,7 @@ func New(core *proxy.Core, ident *identity.Resolver, cfg *config.Config, log *sl
 func (s *Server) Process(srv grpc.BidiStreamingServer[extprocv3.ProcessingRequest, extprocv3.ProcessingResponse]) error {
 	s.streams.Add(1)
 	defer s.streams.Add(-1)
-	st := newStream(s, srv.Context())
+	st := newStream(srv.Context(), s)
 	defer st.finish()
 	for {
 		req, err := srv.Recv()

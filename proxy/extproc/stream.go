@@ -47,7 +47,7 @@ const AttrCodeDetails = "response.code_details"
 // errNoBody: the request has a body Envoy will not show writ whole
 // (request_body_mode is not BUFFERED). It is refused: nothing is decided on a
 // body writ did not read, and nothing undecided reaches the agent.
-var errNoBody = errors.New("Envoy's ext_proc filter does not send writ the whole request body (processing_mode.request_body_mode must be BUFFERED)")
+var errNoBody = errors.New("the Envoy ext_proc filter does not send writ the whole request body (processing_mode.request_body_mode must be BUFFERED)")
 
 // stream is one HTTP request and its answer, as Envoy shows them on one
 // Process stream. It is used by the stream's goroutine only (the SSE relay
@@ -85,7 +85,7 @@ type answer interface {
 	invalid() int
 }
 
-func newStream(s *Server, ctx context.Context) *stream {
+func newStream(ctx context.Context, s *Server) *stream {
 	return &stream{s: s, ctx: ctx, start: time.Now(), ev: events.Request{Mode: events.ModeExtProc}}
 }
 
@@ -100,20 +100,18 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 	if pc := req.GetProtocolConfig(); pc != nil {
 		st.proto = pc
 	}
-	st.attributes(req.GetAttributes())
+	st.keepAttributes(req)
 	if md := req.GetMetadataContext(); md != nil && len(md.GetFilterMetadata()) > 0 {
 		st.md = md
 	}
 	switch r := req.GetRequest().(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:
-		st.attributes(r.RequestHeaders.GetAttributes())
 		return st.requestHeaders(r.RequestHeaders)
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.requestBody(r.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		return st.requestTrailers()
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		st.attributes(r.ResponseHeaders.GetAttributes())
 		return st.responseHeaders(r.ResponseHeaders)
 	case *extprocv3.ProcessingRequest_ResponseBody:
 		return st.responseBody(r.ResponseBody)
@@ -125,6 +123,24 @@ func (st *stream) handle(req *extprocv3.ProcessingRequest) (*extprocv3.Processin
 			ResponseTrailers: &extprocv3.TrailersResponse{}}}, nil
 	}
 	return nil, nil
+}
+
+// keepAttributes keeps the attributes req carries in
+// ProcessingRequest.attributes. An Envoy from before that field
+// (envoyproxy/envoy#32176, 2024) sent them on the headers messages instead,
+// in HttpHeaders.attributes, which is deprecated now: read there only when
+// req has none of its own.
+func (st *stream) keepAttributes(req *extprocv3.ProcessingRequest) {
+	if len(req.GetAttributes()) > 0 {
+		st.attributes(req.GetAttributes())
+		return
+	}
+	switch r := req.GetRequest().(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		st.attributes(r.RequestHeaders.GetAttributes()) //nolint:staticcheck // fallback for an Envoy that sends the attributes only here
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		st.attributes(r.ResponseHeaders.GetAttributes()) //nolint:staticcheck // fallback for an Envoy that sends the attributes only here
+	}
 }
 
 // attributes keeps the attributes Envoy sent (request and response ones

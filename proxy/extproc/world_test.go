@@ -13,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -652,12 +651,4 @@ func sameForCaller(t *testing.T, ref, got []step) {
 				r.status, r.contentType, r.body)
 		}
 	}
-}
-
-// sortedLines sorts a snapshot's lines (for stores whose records are
-// compared as sets).
-func sortedLines(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	sort.Strings(lines)
-	return strings.Join(lines, "\n")
 }

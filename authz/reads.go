@@ -33,8 +33,6 @@ type reads struct {
 	nondeterministic bool
 }
 
-// readsAll is the analysis result that keys and converts everything.
-var readsAll = reads{all: true}
 
 // paramUse is a function parameter that names an input path: the function reads
 // base + the argument (kindKey: one key, as in input.caller[f]; kindPath: a

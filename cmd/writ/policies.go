@@ -69,7 +69,7 @@ func representative() (task.Request, wire.Inbound, error) {
 	}
 	req, fault := edges.For(in.Path).Parse(in, lim)
 	if fault != nil {
-		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %v", fault)
+		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %w", fault)
 	}
 	return req, in, nil
 }

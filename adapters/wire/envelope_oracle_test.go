@@ -66,14 +66,14 @@ func sameEnvelope(a map[string]json.RawMessage, aerr error, b map[string]json.Ra
 	switch {
 	case errors.Is(aerr, ErrAmbiguousEnvelope) || errors.Is(berr, ErrAmbiguousEnvelope):
 		if aerr == nil || berr == nil || aerr.Error() != berr.Error() {
-			return fmt.Errorf("ambiguity: %v vs %v", aerr, berr)
+			return fmt.Errorf("ambiguity: %w vs %w", aerr, berr)
 		}
 		return nil
 	case (aerr != nil) != (berr != nil):
-		return fmt.Errorf("error %v vs %v", aerr, berr)
+		return fmt.Errorf("error %w vs %w", aerr, berr)
 	case aerr != nil:
 		if !errors.Is(aerr, ErrMalformed) || !errors.Is(berr, ErrMalformed) {
-			return fmt.Errorf("error class %v vs %v", aerr, berr)
+			return fmt.Errorf("error class %w vs %w", aerr, berr)
 		}
 		return nil
 	}

@@ -89,7 +89,7 @@ bench-check: deps
 # ext_authz check and the ext_proc request (and response) phases, each with
 # the shipped policy and an always-allow baseline in the same run (writ pinned
 # to CPU 0, bench/load to CPU 1). DURATION (8s), PASSES, RATES: see
-# bench/report. About 5 minutes on a 2-core host.
+# bench/report (PASSES is 3 here). About 6 minutes on a 2-core host.
 bench-envoy: deps
 	$(GO) run ./bench/report -envoy -out bench/ENVOY.md
 

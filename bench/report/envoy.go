@@ -79,14 +79,20 @@ func (e *loadEnv) withServer(pol string, fn func(*server) error) error {
 	return fn(s)
 }
 
-// envoyMax measures maximum throughput (16 workers) through each door, the
-// passes alternating the policies so that host noise spreads over both.
+// envoyMax measures maximum throughput (16 workers) through each door, on a
+// fresh server per run. The two policies of a door run back to back, first
+// one then the other, in turn by pass, so that the host's noise (which comes
+// and goes over tens of seconds) weighs on both alike.
 func envoyMax(r *envoyResults, e *loadEnv) error {
 	d := r.opt.duration.String()
 	for pass := range r.opt.passes {
-		for _, pol := range []string{policyAllow, policyShipped} {
-			err := e.withServer(pol, func(s *server) error {
-				for _, dr := range envoyDoors {
+		for _, dr := range envoyDoors {
+			pols := []string{policyAllow, policyShipped}
+			if pass%2 == 1 {
+				pols = []string{policyShipped, policyAllow}
+			}
+			for _, pol := range pols {
+				err := e.withServer(pol, func(s *server) error {
 					if err := e.warmDoor(s, dr); err != nil {
 						return fmt.Errorf("%s: %w", pol, err)
 					}
@@ -97,11 +103,11 @@ func envoyMax(r *envoyResults, e *loadEnv) error {
 					logf("pass %d %-12s %-27s %7.0f /s  p50 %.2f ms  p99 %.2f ms  %4.0f µs CPU/%s  errors %d denied %d",
 						pass+1, pol, dr.title, res.RPS, res.P50ms, res.P99ms, res.CPUus, dr.unit, res.Errors, res.Denied)
 					r.addMax(dr.key, pol, res)
+					return nil
+				})
+				if err != nil {
+					return err
 				}
-				return nil
-			})
-			if err != nil {
-				return err
 			}
 		}
 	}
@@ -109,12 +115,13 @@ func envoyMax(r *envoyResults, e *loadEnv) error {
 }
 
 // envoyRates measures latency at fixed rates (32 workers sharing a schedule,
-// as ghz -c 32 --rps R) through each door.
+// as ghz -c 32 --rps R) through each door, on a fresh server per door and
+// policy.
 func envoyRates(r *envoyResults, e *loadEnv) error {
 	d := r.opt.duration.String()
-	for _, pol := range []string{policyAllow, policyShipped} {
-		err := e.withServer(pol, func(s *server) error {
-			for _, dr := range envoyDoors {
+	for _, dr := range envoyDoors {
+		for _, pol := range []string{policyAllow, policyShipped} {
+			err := e.withServer(pol, func(s *server) error {
 				if err := e.warmDoor(s, dr); err != nil {
 					return fmt.Errorf("%s: %w", pol, err)
 				}
@@ -127,11 +134,11 @@ func envoyRates(r *envoyResults, e *loadEnv) error {
 						pol, dr.title, rate, res.RPS, res.P50ms, res.P99ms, res.P999ms, res.CPUus, dr.unit)
 					r.addRate(dr.key, pol, rate, res)
 				}
+				return nil
+			})
+			if err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			return err
 		}
 	}
 	return nil
@@ -323,12 +330,15 @@ func renderEnvoyMethod(r *envoyResults, p printer) {
 	p("request headers (with `protocol_config`: request body BUFFERED, response body STREAMED), then the whole body; ")
 	p("writ decides, sets `Writ-Caller` and strips the push config it keeps (a body mutation).\n")
 	p("- **ext_proc request + response**: the same stream, then the agent's JSON answer (headers, then the body in one ")
-	p("message, BUFFERED as writ asks for a JSON answer): writ reads it and records the task in its lifecycle store. ")
-	p("The answer names one task each time, so after the first stream it is an update of a known task.\n\n")
+	p("message, BUFFERED as writ asks for a JSON answer): writ reads it and records the task in its lifecycle store ")
+	p("(a file store, `writ serve`'s default, in the run's own directory). The answer names one task each time, so ")
+	p("after the first stream of a run it is an update of a known task (the first one queues the task's push ")
+	p("notification, which writ tries to deliver to the request's callback host).\n\n")
 	p("Latency is from sending a call (opening a stream) to its answer (the end of the stream). **max**: 16 workers ")
-	p("as fast as writ answers for %s per run, after 3,000 warm-up requests; the passes (%d) alternate the policies, each ", r.opt.duration, r.opt.passes)
-	p("on a fresh server, and the row gives the medians (calls/s of each pass in parentheses). **Fixed rates**: 32 ")
-	p("workers sharing a fixed schedule (as `ghz -c 32 --rps R`) for %s per rate; a server that cannot keep up shows ", r.opt.duration)
+	p("as fast as writ answers for %s per run, on a fresh server, after 3,000 warm-up requests; in each of %d passes ", r.opt.duration, r.opt.passes)
+	p("a door's two policies run back to back, in turn first, and the row gives the medians (calls/s of each pass in ")
+	p("parentheses). **Fixed rates**: 32 workers sharing a fixed schedule (as `ghz -c 32 --rps R`) for %s per rate, ", r.opt.duration)
+	p("on a fresh server per door and policy, after the same warm-up; a server that cannot keep up shows ")
 	p("as an achieved rate below the target. **Server CPU per call** is writ's user+system time during the run ")
 	p("(`/proc`, 10 ms ticks) divided by the calls. *vs always-allow, same door* divides by the always-allow row of ")
 	p("the same door and load (for CPU and p99, lower is better; for calls/s, higher); *CPU/call vs ext_authz* divides ")

@@ -64,14 +64,17 @@ var (
 
 // writConfig is a writ.yaml like deploy/envoy/writ.yaml for the bench request's
 // agent, with the ext_authz and ext_proc doors on loopback. The decision log
-// is off: the peer's figures were taken without one.
-func writConfig(policies, jwks string, cacheSize int) string {
+// is off: the peer's figures were taken without one. The lifecycle store is a
+// file store, as writ serve's default, but in the bench's own directory
+// (state): never the host's /var/lib/writ, which other writ processes use.
+func writConfig(policies, jwks, state string, cacheSize int) string {
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:%d
 admin_pprof: true
 policies: [%s]
 decision_cache_size: %d
 decision_log: {output: "off"}
+store: {kind: file, path: %s}
 identity:
   jwt:
     - issuer: https://idp.bank.ae
@@ -92,7 +95,7 @@ envoy:
   grpc_listen: 127.0.0.1:%d
   ext_proc_listen: 127.0.0.1:%d
   max_request_bytes: 1048576
-`, adminPort, policies, cacheSize, jwks, grpcPort, extProcPort)
+`, adminPort, policies, cacheSize, filepath.Join(state, "writ.db"), jwks, grpcPort, extProcPort)
 }
 
 func startServer(bin, config, logPath string) (*server, error) {

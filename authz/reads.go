@@ -33,7 +33,6 @@ type reads struct {
 	nondeterministic bool
 }
 
-
 // paramUse is a function parameter that names an input path: the function reads
 // base + the argument (kindKey: one key, as in input.caller[f]; kindPath: a
 // path, as object.get(input, path, default) takes it).

@@ -60,9 +60,11 @@ func upstream(tb testing.TB) *httptest.Server {
 	return srv
 }
 
-// sidecar builds writ's sidecar in front of up the way proxy's tests do: the
-// shipped policy, the bench token's issuer, the bench request's agent.
-func sidecar(tb testing.TB, up string, cacheSize int) *httptest.Server {
+// writCore builds writ's admission core the way proxy's tests do: the
+// shipped policy, the bench token's issuer, the bench request's agent in
+// front of up, and the envoy: section given (YAML, may be empty). With a
+// notifier, writ keeps push configs itself (as writ serve does by default).
+func writCore(tb testing.TB, up string, cacheSize int, envoy string, push proxy.Notifier) (*config.Config, *identity.Resolver, *proxy.Core) {
 	tb.Helper()
 	yaml := fmt.Sprintf(`policies: [../policies]
 decision_cache_size: %d
@@ -79,7 +81,7 @@ agents:
     max_data_classification: restricted
     security_schemes: [oauth2]
     skills: [{id: screen, tags: [sanctions, compliance, screening]}]
-`, cacheSize, up)
+%s`, cacheSize, up, envoy)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		tb.Fatal(err)
@@ -98,12 +100,19 @@ agents:
 		tb.Fatal(err)
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 20000, MaxPerOwner: 20000, TTL: time.Hour})
-	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store,
+	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: push,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(px.Close)
+	return cfg, ident, px
+}
+
+// sidecar builds writ's sidecar in front of up over writCore.
+func sidecar(tb testing.TB, up string, cacheSize int) *httptest.Server {
+	tb.Helper()
+	_, _, px := writCore(tb, up, cacheSize, "", nil)
 	sc := proxy.NewSidecar(px, nil)
 	srv := httptest.NewUnstartedServer(sc)
 	srv.Config = sc.HTTPServer("")

@@ -14,49 +14,67 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/writ-authz/writ/bench/loadgen"
 )
 
 // loadResult is bench/load's JSON summary plus what the harness measured of the
 // server around it.
 type loadResult struct {
-	Workers   int     `json:"workers"`
-	TargetRPS float64 `json:"target_rps"`
-	Count     int     `json:"count"`
-	Errors    int     `json:"errors"`
-	Allowed   int     `json:"allowed"`
-	Denied    int     `json:"denied"`
-	RPS       float64 `json:"rps"`
-	P50ms     float64 `json:"p50_ms"`
-	P90ms     float64 `json:"p90_ms"`
-	P99ms     float64 `json:"p99_ms"`
-	P999ms    float64 `json:"p999_ms"`
-	MaxMs     float64 `json:"max_ms"`
-	FirstErr  string  `json:"first_error,omitempty"`
-	// CPUus is the server's CPU time (user+system) per check, in µs.
+	loadgen.Result
+	// CPUus is the server's CPU time (user+system) per call, in µs.
 	CPUus float64 `json:"cpu_us"`
 }
 
-// server is one `writ serve` pinned to CPU 0.
+// server is one `writ serve` pinned to CPU 0, with both of its Envoy doors
+// open: ext_authz (gRPC) and ext_proc.
 type server struct {
 	cmd       *exec.Cmd
-	grpcAddr  string
 	adminAddr string
 	log       string
 	exited    chan struct{}
 }
 
-const grpcPort, adminPort = 19191, 19192
+const grpcPort, adminPort, extProcPort = 19191, 19192, 19193
+
+// ports are the listeners a server opens; none may be in use when it starts.
+var ports = []int{grpcPort, adminPort, extProcPort}
+
+func loopback(port int) string { return fmt.Sprintf("127.0.0.1:%d", port) }
+
+// door is one of writ's Envoy front doors as bench/load drives it.
+type door struct {
+	key   string
+	title string // in tables
+	unit  string // what one call is
+	port  int
+	args  []string // bench/load's flags for it
+}
+
+var (
+	doorAuthz = door{key: "ext_authz", title: "ext_authz check", unit: "check", port: grpcPort}
+	// One ext_proc stream per request, as Envoy opens one per HTTP request.
+	doorProcRequest = door{key: "ext_proc_request", title: "ext_proc request phase", unit: "stream", port: extProcPort,
+		args: []string{"-door", "ext_proc", "-phases", "request"}}
+	doorProcBoth = door{key: "ext_proc_both", title: "ext_proc request + response", unit: "stream", port: extProcPort,
+		args: []string{"-door", "ext_proc", "-phases", "request+response"}}
+)
 
 // writConfig is a writ.yaml like deploy/envoy/writ.yaml for the bench request's
-// agent. The decision log is off: the peer's figures were taken without one.
-func writConfig(policies, jwks string, cacheSize int) string {
+// agent, with the ext_authz and ext_proc doors on loopback. The decision log
+// is off: the peer's figures were taken without one. The lifecycle store is a
+// file store, as writ serve's default, but in the bench's own directory
+// (state): never the host's /var/lib/writ, which other writ processes use.
+func writConfig(policies, jwks, state string, cacheSize int) string {
 	return fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:%d
 admin_pprof: true
 policies: [%s]
 decision_cache_size: %d
 decision_log: {output: "off"}
+store: {kind: file, path: %s}
 identity:
   jwt:
     - issuer: https://idp.bank.ae
@@ -75,14 +93,14 @@ agents:
       - {id: screen, tags: [sanctions, compliance, screening]}
 envoy:
   grpc_listen: 127.0.0.1:%d
+  ext_proc_listen: 127.0.0.1:%d
   max_request_bytes: 1048576
-`, adminPort, policies, cacheSize, jwks, grpcPort)
+`, adminPort, policies, cacheSize, filepath.Join(state, "writ.db"), jwks, grpcPort, extProcPort)
 }
 
 func startServer(bin, config, logPath string) (*server, error) {
-	for _, port := range []int{grpcPort, adminPort} {
-		if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			c.Close()
+	for _, port := range ports {
+		if listening(port) {
 			return nil, fmt.Errorf("port %d is in use: another server would answer the load instead of this one", port)
 		}
 	}
@@ -92,14 +110,15 @@ func startServer(bin, config, logPath string) (*server, error) {
 	}
 	cmd := exec.Command("taskset", "-c", "0", bin, "serve", "-config", config)
 	cmd.Stdout, cmd.Stderr = logf, logf
+	// writ stops with the report, however the report ends.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		return nil, err
 	}
 	exited := make(chan struct{})
 	go func() { _ = cmd.Wait(); logf.Close(); close(exited) }()
-	s := &server{cmd: cmd, grpcAddr: fmt.Sprintf("127.0.0.1:%d", grpcPort),
-		adminAddr: fmt.Sprintf("127.0.0.1:%d", adminPort), log: logPath, exited: exited}
+	s := &server{cmd: cmd, adminAddr: loopback(adminPort), log: logPath, exited: exited}
 	for range 300 {
 		select {
 		case <-exited:
@@ -107,8 +126,7 @@ func startServer(bin, config, logPath string) (*server, error) {
 			return nil, fmt.Errorf("writ exited:\n%s", raw)
 		default:
 		}
-		if c, err := net.Dial("tcp", s.grpcAddr); err == nil {
-			c.Close()
+		if listening(grpcPort) && listening(extProcPort) {
 			return s, nil
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -124,15 +142,23 @@ func (s *server) stop() {
 	case <-s.exited:
 	case <-time.After(5 * time.Second):
 	}
-	// Wait until the port is free for the next server.
+	// Wait until the ports are free for the next server.
 	for range 100 {
-		c, err := net.Dial("tcp", s.grpcAddr)
-		if err != nil {
+		if !listening(grpcPort) && !listening(extProcPort) {
 			return
 		}
-		c.Close()
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// listening reports whether something accepts connections on the loopback port.
+func listening(port int) bool {
+	c, err := net.Dial("tcp", loopback(port))
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
 }
 
 // cpuTicks is the server's user+system time in clock ticks (USER_HZ, 100/s).
@@ -212,15 +238,16 @@ func (s *server) profile(out string, d time.Duration, fn func()) error {
 	return <-done
 }
 
-// load runs bench/load pinned to CPU 1 against the server.
-func (s *server) load(loadBin, requests string, args ...string) (loadResult, error) {
+// load runs bench/load pinned to CPU 1 against the server's door d.
+func (s *server) load(loadBin string, d door, requests string, args ...string) (loadResult, error) {
 	select {
 	case <-s.exited:
 		raw, _ := os.ReadFile(s.log)
 		return loadResult{}, fmt.Errorf("writ exited:\n%s", raw)
 	default:
 	}
-	argv := append([]string{"-c", "1", loadBin, "-addr", s.grpcAddr, "-requests", requests}, args...)
+	argv := append([]string{"-c", "1", loadBin, "-addr", loopback(d.port), "-requests", requests}, d.args...)
+	argv = append(argv, args...)
 	t0 := s.cpuTicks()
 	out, err := exec.Command("taskset", argv...).Output()
 	t1 := s.cpuTicks()

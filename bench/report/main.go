@@ -14,6 +14,13 @@
 // With -compare OLD NEW it compares two reports' machine-readable blocks and
 // fails on a regression of more than 25% of any headline ratio (make
 // bench-check).
+//
+// With -envoy it runs only writ's Envoy doors under load and writes
+// bench/ENVOY.md (make bench-envoy): the ext_authz check, the ext_proc request
+// phase, and the ext_proc request and response phases, each with the shipped
+// policy and the always-allow baseline, at maximum throughput and at the
+// fixed RATES, in one table; it prints it too. DURATION, PASSES (3 here),
+// RATES and SKIP (max, rates) apply. About 6 minutes on a 2-core host.
 package main
 
 import (
@@ -62,12 +69,13 @@ func logf(format string, args ...any) {
 }
 
 func main() {
-	out := flag.String("out", "bench/REPORT.md", "where to write the report")
+	out := flag.String("out", "bench/REPORT.md", "where to write the report (with -envoy: bench/ENVOY.md)")
+	envoy := flag.Bool("envoy", false, "run only the Envoy doors under load (ext_authz, ext_proc) and write bench/ENVOY.md")
 	compare := flag.Bool("compare", false, "compare two reports: -compare OLD NEW")
 	prepare := flag.String("prepare", "", "only write the binaries, key set, configs and request files to this directory")
 	flag.Parse()
 	if *prepare != "" {
-		if _, err := prepareLoad(*prepare); err != nil {
+		if _, err := prepareLoad(*prepare, workloads); err != nil {
 			fmt.Fprintln(os.Stderr, "report:", err)
 			os.Exit(1)
 		}
@@ -84,6 +92,30 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "report:", err)
 		os.Exit(2)
+	}
+	if *envoy {
+		outSet := false
+		flag.Visit(func(f *flag.Flag) { outSet = outSet || f.Name == "out" })
+		if !outSet {
+			*out = "bench/ENVOY.md"
+		}
+		if os.Getenv("PASSES") == "" {
+			// Three passes: a median that one disturbed pass cannot move.
+			opt.passes = 3
+		}
+		r, err := runEnvoy(opt)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		doc := renderEnvoy(r)
+		if err := os.WriteFile(*out, []byte(doc), 0o644); err != nil { //nolint:gosec // the report is committed (bench/ENVOY.md): as readable as any file of the repository
+			fmt.Fprintln(os.Stderr, "report:", err)
+			os.Exit(1)
+		}
+		logf("wrote %s", *out)
+		fmt.Print(doc)
+		return
 	}
 	r, err := run(opt)
 	if err != nil {
@@ -191,7 +223,7 @@ func runLoad(r *results) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	env, err := prepareLoad(work)
+	env, err := prepareLoad(work, workloads)
 	if err != nil {
 		return err
 	}
@@ -219,8 +251,8 @@ func runLoad(r *results) error {
 }
 
 // prepareLoad builds writ and bench/load into work and writes the key set, the
-// configs and the request files there.
-func prepareLoad(work string) (*loadEnv, error) {
+// configs and the request files of the workloads wls there.
+func prepareLoad(work string, wls []string) (*loadEnv, error) {
 	cache := filepath.Join("bench", ".cache")
 	if err := os.MkdirAll(cache, 0o700); err != nil {
 		return nil, err
@@ -243,10 +275,6 @@ func prepareLoad(work string) (*loadEnv, error) {
 	if err := writeJWKS(jwks, key); err != nil {
 		return nil, err
 	}
-	toks, err := loadOrMintTokens(cache, key, distinct)
-	if err != nil {
-		return nil, err
-	}
 	tpl, err := template()
 	if err != nil {
 		return nil, err
@@ -254,19 +282,24 @@ func prepareLoad(work string) (*loadEnv, error) {
 	if err := checkTemplate(tpl); err != nil {
 		return nil, err
 	}
-	reqs := map[string]string{}
-	for _, wl := range workloads {
-		reqs[wl] = filepath.Join(work, wl+".bin")
-	}
 	logf("writing request files")
-	if err := writeRequests(reqs[wlRepeated], tpl, 1, nil); err != nil {
-		return nil, err
-	}
-	if err := writeRequests(reqs[wlNewCtx], tpl, distinct, newContext); err != nil {
-		return nil, err
-	}
-	if err := writeRequests(reqs[wlNewToken], tpl, distinct, newToken(toks)); err != nil {
-		return nil, err
+	reqs := map[string]string{}
+	for _, wl := range wls {
+		reqs[wl] = filepath.Join(work, wl+".bin")
+		n, vary := distinct, newContext
+		switch wl {
+		case wlRepeated:
+			n, vary = 1, nil
+		case wlNewToken:
+			toks, err := loadOrMintTokens(cache, key, distinct)
+			if err != nil {
+				return nil, err
+			}
+			vary = newToken(toks)
+		}
+		if err := writeRequests(reqs[wl], tpl, n, vary); err != nil {
+			return nil, err
+		}
 	}
 	pols, err := policyDirs(work)
 	if err != nil {
@@ -275,7 +308,7 @@ func prepareLoad(work string) (*loadEnv, error) {
 	configs := map[string]string{}
 	for name, dir := range pols {
 		configs[name] = filepath.Join(work, name+".yaml")
-		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, 10000)), 0o644); err != nil { //nolint:gosec // a benchmark config, no secret in it
+		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, stateDir(work, name), 10000)), 0o644); err != nil { //nolint:gosec // a benchmark config, no secret in it
 			return nil, err
 		}
 	}
@@ -291,10 +324,28 @@ func (e *loadEnv) start(policy string) (*server, error) {
 	return startServer(e.writ, e.configs[policy], filepath.Join(e.work, policy+".log"))
 }
 
+// stateDir holds the lifecycle store of policy's servers in one run. It
+// lives as long as the run: the one task the ext_proc answers name is
+// created once (and its push notification to the bench request's callback,
+// agents.bank.ae, attempted once), not once per server.
+func stateDir(work, policy string) string { return filepath.Join(work, policy+"-state") }
+
 // warm sends 3,000 repeated checks, as BENCHMARKS.md's runs did before measuring.
-func (e *loadEnv) warm(s *server) error {
-	_, err := s.load(e.load, e.reqs[wlRepeated], "-c", "16", "-n", "3000")
-	return err
+func (e *loadEnv) warm(s *server) error { return e.warmDoor(s, doorAuthz) }
+
+// warmDoor sends 3,000 repeated requests through door d, and fails unless
+// writ allowed every one: a figure measured on refusals or failures would
+// not be the allowed delegation the reports describe.
+func (e *loadEnv) warmDoor(s *server, d door) error {
+	res, err := s.load(e.load, d, e.reqs[wlRepeated], "-c", "16", "-n", "3000")
+	if err != nil {
+		return err
+	}
+	if res.Allowed != res.Count {
+		return fmt.Errorf("%s: writ allowed %d of %d bench requests (%d denied, %d failed: %s)",
+			d.title, res.Allowed, res.Count, res.Denied, res.Errors, res.FirstErr)
+	}
+	return nil
 }
 
 // maxPasses measures maximum throughput (16 workers) for each policy and
@@ -315,7 +366,7 @@ func maxPasses(r *results, e *loadEnv) error {
 			// stopped, so every request it sends is new to the server.
 			offset := 0
 			for _, wl := range workloads {
-				res, err := s.load(e.load, e.reqs[wl], "-c", "16", "-duration", d, "-offset", strconv.Itoa(offset))
+				res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "16", "-duration", d, "-offset", strconv.Itoa(offset))
 				if err != nil {
 					s.stop()
 					return err
@@ -355,7 +406,7 @@ func ratePasses(r *results, e *loadEnv) error {
 				continue
 			}
 			for _, rate := range r.opt.rates {
-				res, err := s.load(e.load, e.reqs[wl], "-c", "32", "-rps", strconv.Itoa(rate), "-duration", d, "-offset", strconv.Itoa(offset))
+				res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "32", "-rps", strconv.Itoa(rate), "-duration", d, "-offset", strconv.Itoa(offset))
 				if err != nil {
 					s.stop()
 					return err
@@ -390,7 +441,7 @@ func rssRuns(r *results, e *loadEnv) error {
 			if err != nil {
 				return err
 			}
-			res, err := s.load(e.load, e.reqs[wl], "-c", "16", "-n", strconv.Itoa(distinct))
+			res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "16", "-n", strconv.Itoa(distinct))
 			if err != nil {
 				s.stop()
 				return err
@@ -428,7 +479,7 @@ func profileRun(r *results, e *loadEnv) error {
 	var res loadResult
 	var lerr error
 	if err := s.profile(prof, d, func() {
-		res, lerr = s.load(e.load, e.reqs[wlNewToken], "-c", "16", "-duration", d.String())
+		res, lerr = s.load(e.load, doorAuthz, e.reqs[wlNewToken], "-c", "16", "-duration", d.String())
 	}); err != nil {
 		return err
 	}

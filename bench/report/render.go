@@ -39,18 +39,23 @@ const (
 	targetSidecarUs = 300.0
 )
 
-func (r *results) maxMedian(pol, wl string) loadResult {
-	runs := r.max[pol][wl]
+func (r *results) maxMedian(pol, wl string) loadResult { return medianOf(r.max[pol][wl]) }
+
+// medianOf is one result of several passes: the median of each figure, and
+// the errors and denials of all passes.
+func medianOf(runs []loadResult) loadResult {
 	if len(runs) == 0 {
 		return loadResult{}
 	}
-	rps, cpu, p50, p99 := make([]float64, 0, len(runs)), []float64{}, []float64{}, []float64{}
+	var rps, cpu, p50, p99, p999 []float64
 	for _, x := range runs {
-		rps, cpu, p50, p99 = append(rps, x.RPS), append(cpu, x.CPUus), append(p50, x.P50ms), append(p99, x.P99ms)
+		rps, cpu, p50, p99, p999 = append(rps, x.RPS), append(cpu, x.CPUus), append(p50, x.P50ms), append(p99, x.P99ms), append(p999, x.P999ms)
 	}
 	out := runs[0]
-	out.RPS, out.CPUus, out.P50ms, out.P99ms = median(rps), median(cpu), median(p50), median(p99)
+	out.RPS, out.CPUus, out.P50ms, out.P99ms, out.P999ms = median(rps), median(cpu), median(p50), median(p99), median(p999)
 	for _, x := range runs[1:] {
+		out.Count += x.Count
+		out.Allowed += x.Allowed
 		out.Errors += x.Errors
 		out.Denied += x.Denied
 	}
@@ -121,11 +126,7 @@ func render(r *results) string {
 	p("The host is noisy (±30%%): every ratio below divides figures measured back to back in this run, ")
 	p("as medians of interleaved runs. The peer's figures (OPA-Envoy, from `../shared/BENCHMARKS.md`, ")
 	p("another run on a machine of this kind) are a reference column only.\n\n")
-	p("| machine | |\n|---|---|\n")
-	p("| date (UTC) | %s |\n| CPU | %s |\n| cores | %d (writ pinned to CPU 0, the load client to CPU 1) |\n", m.Date.Format("2006-01-02 15:04"), m.CPU, m.Cores)
-	p("| kernel | %s |\n| Go | %s |\n| OPA | %s (embedded) |\n| commit | %s |\n", m.Kernel, m.Go, m.OPA, m.Commit)
-	p("| host load average (1, 5, 15 min) | %s at the start, %s at the end (2 cores; other work on the host slows every figure) |\n", m.LoadStart, m.LoadEnd)
-	p("| settings | DURATION=%s PASSES=%d ROUNDS=%d BENCHTIME=%s; run took %s |\n\n", r.opt.duration, r.opt.passes, r.opt.rounds, r.opt.benchtime, r.elapsed.Round(1e9))
+	renderMachine(p, m, fmt.Sprintf("DURATION=%s PASSES=%d ROUNDS=%d BENCHTIME=%s; run took %s", r.opt.duration, r.opt.passes, r.opt.rounds, r.opt.benchtime, r.elapsed.Round(1e9)))
 
 	renderHeadline(r, p)
 	renderMax(r, p)
@@ -150,6 +151,15 @@ func render(r *results) string {
 }
 
 type printer func(string, ...any)
+
+// renderMachine is the table of machine facts a generated report opens with.
+func renderMachine(p printer, m machine, settings string) {
+	p("| machine | |\n|---|---|\n")
+	p("| date (UTC) | %s |\n| CPU | %s |\n| cores | %d (writ pinned to CPU 0, the load client to CPU 1) |\n", m.Date.Format("2006-01-02 15:04"), m.CPU, m.Cores)
+	p("| kernel | %s |\n| Go | %s |\n| OPA | %s (embedded) |\n| commit | %s |\n", m.Kernel, m.Go, m.OPA, m.Commit)
+	p("| host load average (1, 5, 15 min) | %s at the start, %s at the end (2 cores; other work on the host slows every figure) |\n", m.LoadStart, m.LoadEnd)
+	p("| settings | %s |\n\n", settings)
+}
 
 func yes(ok bool) string {
 	if ok {

@@ -8,7 +8,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// benchRequest is bench/request_allow.json (the check bench/extauthz.sh sends)
+// benchRequest is bench/request_allow.json (the check make bench-envoy sends)
 // with its token replaced by the test issuer's for the same caller.
 func benchRequest(b *testing.B, w *world) *authv3.CheckRequest {
 	b.Helper()

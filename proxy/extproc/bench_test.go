@@ -20,10 +20,10 @@ import (
 const benchAnswer = `{"jsonrpc":"2.0","id":"req-7f3a","result":{"task":{"id":"t-bench","contextId":"ctx-wholesale-981","status":{"state":"TASK_STATE_COMPLETED"}}}}`
 
 // benchStream is what Envoy sends for bench/request_allow.json (the request
-// bench/extauthz.sh checks; the token is the test issuer's for the same
-// caller) and the agent's JSON answer: request headers, body, response
-// headers, body — writ's request and response phases, as bench/extproc.sh
-// sends them with ghz.
+// make bench-envoy sends; the token is the test issuer's for the same caller)
+// and the agent's JSON answer: request headers, body, response headers, body
+// — writ's request and response phases, as bench/loadgen's ext_proc door
+// sends them.
 func benchStream(b *testing.B, w *world) []*extprocv3.ProcessingRequest {
 	b.Helper()
 	raw, err := os.ReadFile("../../bench/request_allow.json")

@@ -1,0 +1,346 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// envoyDoors are the rows of bench/ENVOY.md, in order.
+var envoyDoors = []door{doorAuthz, doorProcRequest, doorProcBoth}
+
+// envoyResults is what one make bench-envoy run measured.
+type envoyResults struct {
+	opt     options
+	machine machine
+	// max[door][policy] holds one result per pass.
+	max map[string]map[string][]loadResult
+	// rates[door][policy][rate]
+	rates   map[string]map[string]map[int]loadResult
+	started time.Time
+	elapsed time.Duration
+}
+
+func (r *envoyResults) addMax(d, pol string, x loadResult) {
+	if r.max[d] == nil {
+		r.max[d] = map[string][]loadResult{}
+	}
+	r.max[d][pol] = append(r.max[d][pol], x)
+}
+
+func (r *envoyResults) addRate(d, pol string, rate int, x loadResult) {
+	if r.rates[d] == nil {
+		r.rates[d] = map[string]map[int]loadResult{}
+	}
+	if r.rates[d][pol] == nil {
+		r.rates[d][pol] = map[int]loadResult{}
+	}
+	r.rates[d][pol][rate] = x
+}
+
+// runEnvoy measures writ's ext_authz and ext_proc doors under load, each
+// with the shipped policy and the always-allow baseline, in one run.
+func runEnvoy(opt options) (*envoyResults, error) {
+	r := &envoyResults{opt: opt, started: time.Now(), machine: machineFacts(),
+		max: map[string]map[string][]loadResult{}, rates: map[string]map[string]map[int]loadResult{}}
+	work, err := os.MkdirTemp("", "writ-bench-envoy-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	e, err := prepareLoad(work, []string{wlRepeated})
+	if err != nil {
+		return nil, err
+	}
+	if !opt.skip["max"] {
+		if err := envoyMax(r, e); err != nil {
+			return nil, err
+		}
+	}
+	if !opt.skip["rates"] {
+		if err := envoyRates(r, e); err != nil {
+			return nil, err
+		}
+	}
+	r.elapsed = time.Since(r.started)
+	r.machine.LoadEnd = loadAverage()
+	return r, nil
+}
+
+// withServer runs fn against a fresh server for policy pol, then stops it.
+func (e *loadEnv) withServer(pol string, fn func(*server) error) error {
+	s, err := e.start(pol)
+	if err != nil {
+		return err
+	}
+	defer s.stop()
+	return fn(s)
+}
+
+// envoyMax measures maximum throughput (16 workers) through each door, on a
+// fresh server per run. The two policies of a door run back to back, first
+// one then the other, in turn by pass, so that the host's noise (which comes
+// and goes over tens of seconds) weighs on both alike.
+func envoyMax(r *envoyResults, e *loadEnv) error {
+	d := r.opt.duration.String()
+	for pass := range r.opt.passes {
+		for _, dr := range envoyDoors {
+			pols := []string{policyAllow, policyShipped}
+			if pass%2 == 1 {
+				pols = []string{policyShipped, policyAllow}
+			}
+			for _, pol := range pols {
+				err := e.withServer(pol, func(s *server) error {
+					if err := e.warmDoor(s, dr); err != nil {
+						return fmt.Errorf("%s: %w", pol, err)
+					}
+					res, err := s.load(e.load, dr, e.reqs[wlRepeated], "-c", "16", "-duration", d)
+					if err != nil {
+						return err
+					}
+					logf("pass %d %-12s %-27s %7.0f /s  p50 %.2f ms  p99 %.2f ms  %4.0f µs CPU/%s  errors %d denied %d",
+						pass+1, pol, dr.title, res.RPS, res.P50ms, res.P99ms, res.CPUus, dr.unit, res.Errors, res.Denied)
+					r.addMax(dr.key, pol, res)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// envoyRates measures latency at fixed rates (32 workers sharing a schedule,
+// as ghz -c 32 --rps R) through each door, on a fresh server per door and
+// policy.
+func envoyRates(r *envoyResults, e *loadEnv) error {
+	d := r.opt.duration.String()
+	for _, dr := range envoyDoors {
+		for _, pol := range []string{policyAllow, policyShipped} {
+			err := e.withServer(pol, func(s *server) error {
+				if err := e.warmDoor(s, dr); err != nil {
+					return fmt.Errorf("%s: %w", pol, err)
+				}
+				for _, rate := range r.opt.rates {
+					res, err := s.load(e.load, dr, e.reqs[wlRepeated], "-c", "32", "-rps", strconv.Itoa(rate), "-duration", d)
+					if err != nil {
+						return err
+					}
+					logf("rate %-12s %-27s %5d/s → %7.0f/s  p50 %.2f  p99 %.2f  p99.9 %.2f ms  %4.0f µs CPU/%s",
+						pol, dr.title, rate, res.RPS, res.P50ms, res.P99ms, res.P999ms, res.CPUus, dr.unit)
+					r.addRate(dr.key, pol, rate, res)
+				}
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ratio is a/b as "1.23×", empty when either is missing.
+func ratio(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+// joinNonEmpty joins the non-empty parts.
+func joinNonEmpty(sep string, parts ...string) string {
+	var out []string
+	for _, s := range parts {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return strings.Join(out, sep)
+}
+
+func renderEnvoy(r *envoyResults) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# writ behind Envoy: ext_authz and ext_proc under load\n\n")
+	p("Generated by `make bench-envoy` (`go run ./bench/report -envoy`); do not edit by hand. ")
+	p("The host is noisy (±30%%): read the ratios, which divide figures measured back to back in this run. ")
+	p("Method below the table.\n\n")
+	rates := make([]string, len(r.opt.rates))
+	for i, x := range r.opt.rates {
+		rates[i] = strconv.Itoa(x)
+	}
+	renderMachine(p, r.machine, fmt.Sprintf("DURATION=%s PASSES=%d RATES=\"%s\"; run took %s",
+		r.opt.duration, r.opt.passes, strings.Join(rates, " "), r.elapsed.Round(time.Second)))
+	renderEnvoyHeadline(r, p)
+	renderEnvoyTable(r, p)
+	renderEnvoyMethod(r, p)
+	return b.String()
+}
+
+// maxOf is the median over passes of door d under policy pol.
+func (r *envoyResults) maxOf(d door, pol string) loadResult { return medianOf(r.max[d.key][pol]) }
+
+func renderEnvoyHeadline(r *envoyResults, p printer) {
+	p("## Headline\n\n")
+	authz, authzAllow := r.maxOf(doorAuthz, policyShipped), r.maxOf(doorAuthz, policyAllow)
+	if authz.CPUus > 0 {
+		var parts, allow []string
+		for _, d := range envoyDoors[1:] {
+			x, xa := r.maxOf(d, policyShipped), r.maxOf(d, policyAllow)
+			if x.CPUus == 0 {
+				continue
+			}
+			parts = append(parts, fmt.Sprintf("%s %s (%.0f µs)", strings.TrimPrefix(d.title, "ext_proc "), ratio(x.CPUus, authz.CPUus), x.CPUus))
+			allow = append(allow, ratio(xa.CPUus, authzAllow.CPUus))
+		}
+		if len(parts) > 0 {
+			p("- **ext_proc vs ext_authz, server CPU per call** (shipped policy, maximum throughput; an ext_authz check ")
+			p("costs %.0f µs): %s. With the always-allow policy: %s.\n", authz.CPUus, strings.Join(parts, ", "), strings.Join(allow, " and "))
+		}
+	}
+	var cpu, rps []string
+	for _, d := range envoyDoors {
+		w, a := r.maxOf(d, policyShipped), r.maxOf(d, policyAllow)
+		if c := ratio(w.CPUus, a.CPUus); c != "" {
+			cpu = append(cpu, d.title+" "+c)
+		}
+		if t := ratio(w.RPS, a.RPS); t != "" {
+			rps = append(rps, d.title+" "+t)
+		}
+	}
+	if len(cpu) > 0 {
+		p("- **Shipped policy vs the always-allow baseline of the same door** (maximum throughput; 1.00× is no cost beyond ")
+		p("the floor of gRPC, parsing and identity): server CPU per call %s; calls/s %s.\n", strings.Join(cpu, ", "), strings.Join(rps, ", "))
+	}
+	if len(r.opt.rates) > 0 {
+		var parts []string
+		for _, d := range envoyDoors {
+			var p99, held []string
+			for _, rate := range r.opt.rates {
+				x, ok := r.rates[d.key][policyShipped][rate]
+				if !ok {
+					continue
+				}
+				p99 = append(p99, fmt.Sprintf("%.2f", x.P99ms))
+				if x.RPS < 0.97*float64(rate) {
+					held = append(held, fmt.Sprintf("%d/s reached %.0f/s", rate, x.RPS))
+				}
+			}
+			if len(p99) == 0 {
+				continue
+			}
+			s := fmt.Sprintf("%s %s ms", d.title, strings.Join(p99, " / "))
+			if len(held) > 0 {
+				s += " (" + strings.Join(held, ", ") + ")"
+			}
+			parts = append(parts, s)
+		}
+		if len(parts) > 0 {
+			p("- **p99 at %s per second** (shipped policy): %s.\n", strings.Join(rateNames(r.opt.rates), " / "), strings.Join(parts, "; "))
+		}
+	}
+	p("\n")
+}
+
+// rateNames are rates as 1k, 2k, 500.
+func rateNames(rates []int) []string {
+	out := make([]string, len(rates))
+	for i, x := range rates {
+		if x%1000 == 0 {
+			out[i] = fmt.Sprintf("%dk", x/1000)
+		} else {
+			out[i] = strconv.Itoa(x)
+		}
+	}
+	return out
+}
+
+func renderEnvoyTable(r *envoyResults, p printer) {
+	p("## The run\n\n")
+	p("| door | policy | load | calls/s | p50 ms | p99 ms | p99.9 ms | server CPU µs/call | vs always-allow, same door | CPU/call vs ext_authz | errors / denied |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, d := range envoyDoors {
+		for _, pol := range []string{policyShipped, policyAllow} {
+			if runs := r.max[d.key][pol]; len(runs) > 0 {
+				x, a, az := medianOf(runs), r.maxOf(d, policyAllow), r.maxOf(doorAuthz, pol)
+				passes := make([]string, len(runs))
+				for i, run := range runs {
+					passes[i] = fmt.Sprintf("%.0f", run.RPS)
+				}
+				rps := fmt.Sprintf("%.0f", x.RPS)
+				if len(runs) > 1 {
+					rps += " (" + strings.Join(passes, ", ") + ")"
+				}
+				vsAllow := "baseline"
+				if pol != policyAllow {
+					vsAllow = joinNonEmpty(", ", label("CPU ", ratio(x.CPUus, a.CPUus)), label("calls/s ", ratio(x.RPS, a.RPS)))
+				}
+				p("| %s | %s | max, 16 workers | %s | %.2f | %.2f | %.2f | %.0f | %s | %s | %d / %d |\n", d.title, pol, rps,
+					x.P50ms, x.P99ms, x.P999ms, x.CPUus, vsAllow, vsAuthz(d, x, az), x.Errors, x.Denied)
+			}
+			for _, rate := range r.opt.rates {
+				x, ok := r.rates[d.key][pol][rate]
+				if !ok {
+					continue
+				}
+				a, az := r.rates[d.key][policyAllow][rate], r.rates[doorAuthz.key][pol][rate]
+				vsAllow := "baseline"
+				if pol != policyAllow {
+					vsAllow = joinNonEmpty(", ", label("CPU ", ratio(x.CPUus, a.CPUus)), label("p99 ", ratio(x.P99ms, a.P99ms)))
+				}
+				p("| %s | %s | %d/s, 32 workers | %.0f | %.2f | %.2f | %.2f | %.0f | %s | %s | %d / %d |\n", d.title, pol, rate, x.RPS,
+					x.P50ms, x.P99ms, x.P999ms, x.CPUus, vsAllow, vsAuthz(d, x, az), x.Errors, x.Denied)
+			}
+		}
+	}
+	p("\n")
+}
+
+// label prefixes a non-empty v.
+func label(l, v string) string {
+	if v == "" {
+		return ""
+	}
+	return l + v
+}
+
+// vsAuthz is an ext_proc row's CPU per call over ext_authz's.
+func vsAuthz(d door, x, authz loadResult) string {
+	if d.key == doorAuthz.key {
+		return "—"
+	}
+	return ratio(x.CPUus, authz.CPUus)
+}
+
+func renderEnvoyMethod(r *envoyResults, p printer) {
+	p("## How it was measured\n\n")
+	p("`writ serve` with both Envoy doors open (decision cache and token cache at their defaults, decision log off) ")
+	p("pinned to CPU 0; `bench/load` (`bench/loadgen`) pinned to CPU 1, on one HTTP/2 connection. The request is ")
+	p("`bench/request_allow.json`, the A2A 1.0 SendMessage of `../shared/BENCHMARKS.md` (RS256 JWT with a two-hop `act` ")
+	p("chain, a push config with a token, text and data parts), allowed; every run fails unless writ allowed all ")
+	p("3,000 warm-up requests of each door.\n\n")
+	p("- **ext_authz check**: one `Authorization/Check` per request, the CheckRequest as Envoy sends it.\n")
+	p("- **ext_proc request phase**: one `ExternalProcessor/Process` stream per request, as Envoy opens one per HTTP ")
+	p("request, with the messages its ext_proc filter sends as `deploy/envoy/envoy-extproc.yaml` configures it: the ")
+	p("request headers (with `protocol_config`: request body BUFFERED, response body STREAMED), then the whole body; ")
+	p("writ decides, sets `Writ-Caller` and strips the push config it keeps (a body mutation).\n")
+	p("- **ext_proc request + response**: the same stream, then the agent's JSON answer (headers, then the body in one ")
+	p("message, BUFFERED as writ asks for a JSON answer): writ reads it and records the task in its lifecycle store ")
+	p("(a file store, `writ serve`'s default, in the run's own directory). The answer names one task each time, so ")
+	p("after the first stream of a run it is an update of a known task (the first one queues the task's push ")
+	p("notification, which writ tries to deliver to the request's callback host).\n\n")
+	p("Latency is from sending a call (opening a stream) to its answer (the end of the stream). **max**: 16 workers ")
+	p("as fast as writ answers for %s per run, on a fresh server, after 3,000 warm-up requests; in each of %d passes ", r.opt.duration, r.opt.passes)
+	p("a door's two policies run back to back, in turn first, and the row gives the medians (calls/s of each pass in ")
+	p("parentheses). **Fixed rates**: 32 workers sharing a fixed schedule (as `ghz -c 32 --rps R`) for %s per rate, ", r.opt.duration)
+	p("on a fresh server per door and policy, after the same warm-up; a server that cannot keep up shows ")
+	p("as an achieved rate below the target. **Server CPU per call** is writ's user+system time during the run ")
+	p("(`/proc`, 10 ms ticks) divided by the calls. *vs always-allow, same door* divides by the always-allow row of ")
+	p("the same door and load (for CPU and p99, lower is better; for calls/s, higher); *CPU/call vs ext_authz* divides ")
+	p("an ext_proc row's CPU per stream by the ext_authz row's CPU per check for the same policy and load.\n")
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/writ-authz/writ/authz/identity"
@@ -30,6 +31,9 @@ type callerDoc struct {
 }
 
 func callerHeader(c identity.Caller) string {
+	if s, ok := plainCallerHeader(c); ok {
+		return s
+	}
 	chain := c.Chain
 	if chain == nil {
 		chain = []string{}
@@ -37,6 +41,51 @@ func callerHeader(c identity.Caller) string {
 	raw, _ := json.Marshal(callerDoc{Authenticated: c.Authenticated, Method: c.Method, Issuer: c.Issuer,
 		AgentID: c.AgentID, UserID: c.UserID, Tenant: c.Tenant, Chain: chain})
 	return string(raw)
+}
+
+// plainCallerHeader writes the header as json.Marshal writes callerDoc, byte
+// for byte, when every string of the caller is printable ASCII that JSON (with
+// encoding/json's HTML escaping) writes as it is: the usual caller, with no
+// reflection. ok is false for any other caller.
+func plainCallerHeader(c identity.Caller) (string, bool) {
+	var buf [256]byte
+	b := append(buf[:0], `{"authenticated":`...)
+	b = strconv.AppendBool(b, c.Authenticated)
+	b = append(b, `,"method":`...)
+	b, ok := appendPlain(b, c.Method)
+	for _, f := range [...]struct{ name, v string }{{`,"issuer":`, c.Issuer}, {`,"agent_id":`, c.AgentID},
+		{`,"user_id":`, c.UserID}, {`,"tenant":`, c.Tenant}} {
+		if ok && f.v != "" {
+			b = append(b, f.name...)
+			b, ok = appendPlain(b, f.v)
+		}
+	}
+	b = append(b, `,"chain":[`...)
+	for i, s := range c.Chain {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if ok {
+			b, ok = appendPlain(b, s)
+		}
+	}
+	if !ok {
+		return "", false
+	}
+	return string(append(b, "]}"...)), true
+}
+
+// appendPlain appends s as a JSON string when encoding/json writes it
+// unescaped (printable ASCII but for '"', '\\', '<', '>' and '&').
+func appendPlain(b []byte, s string) ([]byte, bool) {
+	for i := 0; i < len(s); i++ {
+		if ch := s[i]; ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\' || ch == '<' || ch == '>' || ch == '&' {
+			return b, false
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"'), true
 }
 
 // writHeaders are the headers writ sets for the upstream, which a caller may

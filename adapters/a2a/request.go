@@ -153,7 +153,9 @@ var envelopeKeys = []string{"jsonrpc", "method", "params", "id"}
 // last duplicate kept). A request object with a duplicate key, or with a key
 // that folds onto jsonrpc, method, params or id without being it, would be
 // decided by writ as one request and run by the agent as another: it is
-// refused as an invalid request (-32600), never rewritten (see wire.Envelope).
+// refused as an invalid request (-32600), never rewritten (see wire.Envelope;
+// CheckJSON has already found the body well-formed, so it is read with
+// wire.ValidEnvelope).
 func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request, *task.Fault) {
 	if f := checkHead(in, lim); f != nil {
 		peekID(&req, in.Body)
@@ -181,7 +183,7 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 	}
 	// An ambiguous request object has no trustworthy id either: the error
 	// carries id null.
-	env, err := wire.Envelope(body, envelopeKeys...)
+	env, err := wire.ValidEnvelope(body, envelopeKeys...)
 	if err != nil {
 		return req, wire.FaultOf(err)
 	}

@@ -1,5 +1,7 @@
 package wire
 
-// DupByTokens is dupByTokens (json_dup_test.go), the token-walk oracle of
-// duplicate keys, for the package's external tests.
-var DupByTokens = dupByTokens
+import "github.com/writ-authz/writ/internal/jsonkeys/jsonkeystest"
+
+// DupByTokens is the token-walk oracle of duplicate keys, for the package's
+// external tests.
+var DupByTokens = jsonkeystest.RepeatsByTokens

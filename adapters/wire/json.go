@@ -1,10 +1,11 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/writ-authz/writ/internal/jsonkeys"
 )
 
 // Sentinel errors of the bounded JSON checks.
@@ -64,72 +65,10 @@ func CheckJSON(data []byte, maxDepth int) error {
 }
 
 // duplicateKeys reports the first object key that appears twice in one object
-// (after decoding escapes). data is well-formed JSON. It allocates nothing for
-// the usual body: keys without escapes are compared as the bytes of data, and
-// the keys of every open object share one stack.
+// (after decoding escapes). data is well-formed JSON.
 func duplicateKeys(data []byte) error {
-	type frame struct {
-		object, expectKey bool
-		first             int                 // this object's keys are keys[first:]
-		seen              map[string]struct{} // replaces its keys past 16, so a wide object stays linear
-	}
-	var stackBuf [32]frame
-	var keysBuf [64][]byte
-	stack, keys := stackBuf[:0], keysBuf[:0]
-	for i := 0; i < len(data); i++ {
-		switch data[i] {
-		case '{':
-			stack = append(stack, frame{object: true, expectKey: true, first: len(keys)})
-		case '[':
-			stack = append(stack, frame{first: len(keys)})
-		case '}', ']':
-			keys = keys[:stack[len(stack)-1].first]
-			stack = stack[:len(stack)-1]
-		case ',':
-			if n := len(stack); n > 0 && stack[n-1].object {
-				stack[n-1].expectKey = true
-			}
-		case '"':
-			j, escaped := i+1, false
-			for ; j < len(data) && data[j] != '"'; j++ {
-				if data[j] == '\\' {
-					escaped = true
-					j++
-				}
-			}
-			n := len(stack)
-			if n > 0 && stack[n-1].object && stack[n-1].expectKey {
-				key := data[i+1 : j]
-				if escaped {
-					var s string
-					_ = json.Unmarshal(data[i:j+1], &s)
-					key = []byte(s)
-				}
-				f := &stack[n-1]
-				if f.seen != nil {
-					if _, dup := f.seen[string(key)]; dup {
-						return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
-					}
-					f.seen[string(key)] = struct{}{}
-				} else {
-					for _, k := range keys[f.first:] {
-						if bytes.Equal(k, key) {
-							return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
-						}
-					}
-					keys = append(keys, key)
-					if len(keys)-f.first > 16 {
-						f.seen = make(map[string]struct{}, 2*(len(keys)-f.first))
-						for _, k := range keys[f.first:] {
-							f.seen[string(k)] = struct{}{}
-						}
-						keys = keys[:f.first]
-					}
-				}
-				f.expectKey = false
-			}
-			i = j
-		}
+	if key, ok := jsonkeys.Repeated(data); ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateKey, key)
 	}
 	return nil
 }

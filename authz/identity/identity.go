@@ -62,11 +62,24 @@ type Caller struct {
 	Claims map[string]any `json:"claims,omitempty"`
 	// Expires is when the credential stops being valid; zero when not applicable.
 	Expires time.Time `json:"-"`
-	// ClaimsDigest is DigestClaims(Claims), computed once when a token is
-	// verified so that per-request work (decision-cache keys) need not encode the
-	// claims again. Zero means not computed. It must match Claims: a Caller from
-	// Identify is read-only.
+	// ClaimsDigest stands for Claims in per-request work (decision-cache keys),
+	// computed once when a token is verified so that the claims need not be
+	// encoded again: DigestClaims(Claims), or for a token writ verified the
+	// digest of its payload's bytes (which determine the claims). Equal digests
+	// mean equal claims; equal claims may have two digests (a cache miss, never
+	// a wrong hit). Zero means not computed. A Caller from Identify is read-only.
 	ClaimsDigest [sha256.Size]byte `json:"-"`
+}
+
+// digestPayload is the ClaimsDigest of a verified JWS payload: the SHA-256 of
+// its bytes, under a prefix that keeps it apart from DigestClaims' digests.
+func digestPayload(payload []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte("writ/jws-payload\x00"))
+	h.Write(payload)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }
 
 // DigestClaims is the SHA-256 of the claims' JSON form (encoding/json sorts

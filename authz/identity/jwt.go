@@ -1,7 +1,6 @@
 package identity
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 
 	jose "github.com/go-jose/go-jose/v4"
 
+	"github.com/writ-authz/writ/internal/jsonkeys"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -129,9 +129,10 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 	// A claim named twice is read as the last by encoding/json (and writ's
 	// policy) but as the first by other JSON readers a token may meet; as with
 	// request bodies, such a payload is refused, not interpreted.
-	if name, err := repeatedMember(raw); err != nil {
+	if !json.Valid(raw) {
 		return Caller{}, fmt.Errorf("%w: payload is not a JSON object", ErrTokenInvalid)
-	} else if name != "" {
+	}
+	if name, twice := jsonkeys.Repeated(raw); twice {
 		return Caller{}, fmt.Errorf("%w: payload names claim %q twice", ErrTokenInvalid, trunc(name))
 	}
 	var peek struct {
@@ -182,52 +183,10 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 	if err != nil {
 		return Caller{}, err
 	}
-	c.ClaimsDigest = DigestClaims(c.Claims)
+	// The verified payload's bytes determine the claims: their digest stands
+	// for the claims without encoding them again.
+	c.ClaimsDigest = digestPayload(payload)
 	return c, nil
-}
-
-// repeatedMember returns the first member name that appears twice in one
-// object of the JSON value data, at any depth (the act chain included), after
-// escapes are decoded ("\u0073ub" is "sub"); "" when there is none.
-func repeatedMember(data []byte) (string, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var walk func() (string, error)
-	walk = func() (string, error) {
-		tok, err := dec.Token()
-		if err != nil {
-			return "", err
-		}
-		switch tok {
-		case json.Delim('{'):
-			seen := map[string]bool{}
-			for dec.More() {
-				k, err := dec.Token()
-				if err != nil {
-					return "", err
-				}
-				key, _ := k.(string)
-				if seen[key] {
-					return key, nil
-				}
-				seen[key] = true
-				if name, err := walk(); name != "" || err != nil {
-					return name, err
-				}
-			}
-			_, err = dec.Token()
-			return "", err
-		case json.Delim('['):
-			for dec.More() {
-				if name, err := walk(); name != "" || err != nil {
-					return name, err
-				}
-			}
-			_, err = dec.Token()
-			return "", err
-		}
-		return "", nil
-	}
-	return walk()
 }
 
 // caller checks verified claims and maps them to a Caller.

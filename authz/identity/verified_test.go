@@ -2,6 +2,7 @@ package identity
 
 import (
 	"errors"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -29,8 +30,14 @@ func TestVerifiedClaims(t *testing.T) {
 	}
 	if got.AgentID != viaToken.AgentID || got.UserID != viaToken.UserID || got.Tenant != viaToken.Tenant ||
 		!slices.Equal(got.Chain, viaToken.Chain) || !slices.Equal(got.Scopes, viaToken.Scopes) ||
-		got.Method != MethodJWT || !got.Authenticated || got.ClaimsDigest != viaToken.ClaimsDigest {
+		got.Method != MethodJWT || !got.Authenticated || !reflect.DeepEqual(got.Claims, viaToken.Claims) {
 		t.Errorf("verified claims %+v, token %+v", got, viaToken)
+	}
+	// Each carries a digest of its claims (of the map here, of the verified
+	// payload's bytes for the token), so neither is encoded again per request.
+	if got.ClaimsDigest != DigestClaims(got.Claims) || viaToken.ClaimsDigest == ([32]byte{}) ||
+		viaToken.ClaimsDigest == DigestClaims(viaToken.Claims) {
+		t.Errorf("digests: verified %x (want DigestClaims), token %x (want its payload's)", got.ClaimsDigest, viaToken.ClaimsDigest)
 	}
 
 	// A configured issuer still has its audience checked.

@@ -253,3 +253,26 @@ func TestJWTDuplicateClaims(t *testing.T) {
 		}
 	}
 }
+
+// TestLooksLikeJWS: a token is judged as a JWT exactly when its first part is a
+// base64url JSON object.
+func TestLooksLikeJWS(t *testing.T) {
+	enc := func(s string) string { return b64.EncodeToString([]byte(s)) }
+	for tok, want := range map[string]bool{
+		enc(`{"alg":"RS256","kid":"k1"}`) + ".e30.sig": true,
+		enc(` {}`) + ".e30.sig":                        true,
+		enc(`null`) + ".e30.sig":                       false,
+		enc(`[]`) + ".e30.sig":                         false,
+		enc(`"x"`) + ".e30.sig":                        false,
+		enc(`{"alg":`) + ".e30.sig":                    false,
+		enc(`{} x`) + ".e30.sig":                       false,
+		enc(`{}`) + ".e30":                             false, // two parts
+		enc(`{}`) + ".e30.sig.x":                       false, // four parts
+		"not base64!.e30.sig":                          false,
+		"static-token-value":                           false,
+	} {
+		if got := looksLikeJWS(tok); got != want {
+			t.Errorf("%q: %v, want %v", tok, got, want)
+		}
+	}
+}

@@ -43,3 +43,15 @@ func TestCategoriesNameLinkedFunctions(t *testing.T) {
 		}
 	}
 }
+
+func TestParseCPUTimes(t *testing.T) {
+	got, ok := parseCPUTimes("cpu  100 5 20 800 10 0 5 60 7 0\ncpu0 50 2 10 400 5 0 2 30 0 0\n")
+	if !ok || got.steal != 60 || got.total != 1000 {
+		t.Errorf("%+v %v, want steal 60 of 1000 (guest time not counted twice)", got, ok)
+	}
+	for _, bad := range []string{"", "intr 1 2 3", "cpu 1 2 3", "cpu 1 2 3 4 5 6 7 x 9"} {
+		if _, ok := parseCPUTimes(bad); ok {
+			t.Errorf("%q parsed", bad)
+		}
+	}
+}

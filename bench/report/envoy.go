@@ -65,7 +65,7 @@ func runEnvoy(opt options) (*envoyResults, error) {
 		}
 	}
 	r.elapsed = time.Since(r.started)
-	r.machine.LoadEnd = loadAverage()
+	r.machine.end()
 	return r, nil
 }
 

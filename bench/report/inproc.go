@@ -33,6 +33,56 @@ type machine struct {
 	// LoadStart and LoadEnd are the host's 1-minute load average when the run
 	// started and ended: other work on the host slows every figure down.
 	LoadStart, LoadEnd string
+	// stealStart holds /proc/stat's CPU times when the run started; Steal is
+	// the share of the host's CPU time the hypervisor gave to other guests
+	// during the run (-1 when unknown).
+	stealStart cpuTimes
+	Steal      float64
+}
+
+// cpuTimes are the steal and total jiffies of /proc/stat's "cpu" line.
+type cpuTimes struct{ steal, total uint64 }
+
+// readCPUTimes reads /proc/stat; ok is false where it cannot be read.
+func readCPUTimes() (cpuTimes, bool) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTimes{}, false
+	}
+	return parseCPUTimes(string(raw))
+}
+
+// parseCPUTimes reads the first line of /proc/stat: "cpu user nice system idle
+// iowait irq softirq steal ...".
+func parseCPUTimes(stat string) (cpuTimes, bool) {
+	line, _, _ := strings.Cut(stat, "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTimes{}, false
+	}
+	var t cpuTimes
+	for i, v := range f[1:] {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTimes{}, false
+		}
+		if i < 8 { // guest times are already counted in user and nice
+			t.total += n
+		}
+		if i == 7 {
+			t.steal = n
+		}
+	}
+	return t, true
+}
+
+// end records the load average and the CPU steal share at the run's end.
+func (m *machine) end() {
+	m.LoadEnd = loadAverage()
+	m.Steal = -1
+	if now, ok := readCPUTimes(); ok && m.stealStart.total > 0 && now.total > m.stealStart.total {
+		m.Steal = float64(now.steal-m.stealStart.steal) / float64(now.total-m.stealStart.total)
+	}
 }
 
 // loadAverage reads the 1-, 5- and 15-minute load averages.
@@ -50,6 +100,8 @@ func loadAverage() string {
 
 func machineFacts() machine {
 	m := machine{Cores: runtime.NumCPU(), Date: time.Now().UTC(), LoadStart: loadAverage()}
+	m.stealStart, _ = readCPUTimes()
+	m.Steal = -1 // until end()
 	if raw, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, line := range strings.Split(string(raw), "\n") {
 			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {

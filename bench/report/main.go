@@ -204,14 +204,14 @@ func run(opt options) (*results, error) {
 	}
 	if opt.skip["max"] && opt.skip["rates"] && opt.skip["rss"] && opt.skip["profile"] {
 		r.elapsed = time.Since(r.started)
-		r.machine.LoadEnd = loadAverage()
+		r.machine.end()
 		return r, nil
 	}
 	if err := runLoad(r); err != nil {
 		return nil, err
 	}
 	r.elapsed = time.Since(r.started)
-	r.machine.LoadEnd = loadAverage()
+	r.machine.end()
 	return r, nil
 }
 

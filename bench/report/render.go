@@ -158,6 +158,9 @@ func renderMachine(p printer, m machine, settings string) {
 	p("| date (UTC) | %s |\n| CPU | %s |\n| cores | %d (writ pinned to CPU 0, the load client to CPU 1) |\n", m.Date.Format("2006-01-02 15:04"), m.CPU, m.Cores)
 	p("| kernel | %s |\n| Go | %s |\n| OPA | %s (embedded) |\n| commit | %s |\n", m.Kernel, m.Go, m.OPA, m.Commit)
 	p("| host load average (1, 5, 15 min) | %s at the start, %s at the end (2 cores; other work on the host slows every figure) |\n", m.LoadStart, m.LoadEnd)
+	if m.Steal >= 0 {
+		p("| CPU steal during the run | %.1f%% of the host's CPU time went to other guests of the hypervisor |\n", 100*m.Steal)
+	}
 	p("| settings | %s |\n\n", settings)
 }
 

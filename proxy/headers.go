@@ -34,10 +34,17 @@ func callerHeader(c identity.Caller) string {
 	if s, ok := plainCallerHeader(c); ok {
 		return s
 	}
+	return marshaledCallerHeader(c)
+}
+
+// marshaledCallerHeader is the header as encoding/json writes callerDoc, for any
+// caller: what plainCallerHeader reproduces byte for byte for the usual one.
+func marshaledCallerHeader(c identity.Caller) string {
 	chain := c.Chain
 	if chain == nil {
 		chain = []string{}
 	}
+	// Strings, a bool and a list of strings always encode: there is no error.
 	raw, _ := json.Marshal(callerDoc{Authenticated: c.Authenticated, Method: c.Method, Issuer: c.Issuer,
 		AgentID: c.AgentID, UserID: c.UserID, Tenant: c.Tenant, Chain: chain})
 	return string(raw)

@@ -1,41 +1,40 @@
 package proxy
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/writ-authz/writ/authz/identity"
 )
 
-// marshaledCallerHeader is the header as json.Marshal writes it: what
-// plainCallerHeader must reproduce byte for byte.
-func marshaledCallerHeader(c identity.Caller) string {
-	chain := c.Chain
-	if chain == nil {
-		chain = []string{}
-	}
-	raw, _ := json.Marshal(callerDoc{Authenticated: c.Authenticated, Method: c.Method, Issuer: c.Issuer,
-		AgentID: c.AgentID, UserID: c.UserID, Tenant: c.Tenant, Chain: chain})
-	return string(raw)
-}
-
+// TestCallerHeaderMatchesMarshal: the header written without reflection is
+// byte for byte what encoding/json writes, and it is used for the usual caller.
 func TestCallerHeaderMatchesMarshal(t *testing.T) {
-	for _, c := range []identity.Caller{
-		{},
-		{Authenticated: true, Method: "jwt", Issuer: "https://idp.bank.ae", AgentID: "kyc-agent", UserID: "u-1", Tenant: "wholesale",
-			Chain: []string{"orchestrator", "kyc-agent"}},
-		{Authenticated: true, Method: "mtls", AgentID: "a"},
-		{Method: "jwt", Chain: []string{}},
-		{Method: "jwt", Tenant: `a"b`},
-		{Method: "jwt", UserID: `a\b`},
-		{Method: "jwt", UserID: "<script>&"},
-		{Method: "jwt", AgentID: "é"},
-		{Method: "jwt", AgentID: "\u2028"},
-		{Method: "jwt", Chain: []string{"a", "\x00", "\xff"}},
-		{Method: "jwt\x7f"},
+	for _, tc := range []struct {
+		c     identity.Caller
+		plain bool // written without reflection
+	}{
+		{identity.Caller{}, true},
+		{identity.Caller{Authenticated: true, Method: "jwt", Issuer: "https://idp.bank.ae", AgentID: "kyc-agent", UserID: "u-1",
+			Tenant: "wholesale", Chain: []string{"orchestrator", "kyc-agent"}}, true},
+		{identity.Caller{Authenticated: true, Method: "mtls", AgentID: "a"}, true},
+		{identity.Caller{Method: "jwt", Chain: []string{}}, true},
+		{identity.Caller{Method: "jwt", Tenant: `a"b`}, false},
+		{identity.Caller{Method: "jwt", UserID: `a\b`}, false},
+		{identity.Caller{Method: "jwt", UserID: "<script>&"}, false},
+		{identity.Caller{Method: "jwt", AgentID: "é"}, false},
+		{identity.Caller{Method: "jwt", AgentID: "\u2028"}, false},
+		{identity.Caller{Method: "jwt", Chain: []string{"a", "\x00", "\xff"}}, false},
+		{identity.Caller{Method: "jwt\x7f"}, false},
 	} {
-		if got, want := callerHeader(c), marshaledCallerHeader(c); got != want {
-			t.Errorf("%+v: %s, want %s", c, got, want)
+		got, plain := plainCallerHeader(tc.c)
+		if plain != tc.plain {
+			t.Errorf("%+v: written without reflection %v, want %v", tc.c, plain, tc.plain)
+		}
+		if want := marshaledCallerHeader(tc.c); plain && got != want {
+			t.Errorf("%+v: %s, want %s", tc.c, got, want)
+		}
+		if callerHeader(tc.c) != marshaledCallerHeader(tc.c) {
+			t.Errorf("%+v: callerHeader differs from encoding/json", tc.c)
 		}
 	}
 }
@@ -48,8 +47,8 @@ func FuzzCallerHeader(f *testing.F) {
 		if c1 != "" {
 			c.Chain = []string{c1, c2}
 		}
-		if got, want := callerHeader(c), marshaledCallerHeader(c); got != want {
-			t.Fatalf("%+v: %s, want %s", c, got, want)
+		if got, plain := plainCallerHeader(c); plain && got != marshaledCallerHeader(c) {
+			t.Fatalf("%+v: %s, want %s", c, got, marshaledCallerHeader(c))
 		}
 	})
 }

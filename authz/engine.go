@@ -252,8 +252,10 @@ func Key(revision string, in *Input) [32]byte {
 		b = append(b, byte(len(v)>>24), byte(len(v)>>16), byte(len(v)>>8), byte(len(v)))
 		b = append(b, v...)
 	}
+	n4 := func(n int) { b = append(b, byte(n>>24), byte(n>>16), byte(n>>8), byte(n)) }
 	list := func(vs []string) {
-		b = append(b, '[', byte(len(vs)))
+		b = append(b, '[')
+		n4(len(vs)) // four bytes: a one-byte count would read 256 items as 0
 		for _, v := range vs {
 			s(v)
 		}
@@ -265,7 +267,7 @@ func Key(revision string, in *Input) [32]byte {
 			b = append(b, 0)
 		}
 	}
-	num := func(n int) { b = append(b, byte(n>>24), byte(n>>16), byte(n>>8), byte(n)) }
+	num := n4
 	s(revision)
 	s(in.Version)
 	s(in.Operation)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 	"testing/iotest"
+	"unicode/utf8"
 
 	"github.com/writ-authz/writ/adapters/wire"
 )
@@ -149,7 +150,8 @@ func FuzzCheckJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte, limit uint8) {
 		err := wire.CheckJSON(data, int(limit))
-		valid := json.Valid(data)
+		// Well-formed means JSON and UTF-8 text: anything else is refused.
+		valid := json.Valid(data) && utf8.Valid(data)
 		if err == nil && !valid {
 			t.Fatalf("CheckJSON accepted invalid JSON %q", data)
 		}

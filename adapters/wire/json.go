@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
 	"github.com/writ-authz/writ/internal/jsonkeys"
 )
@@ -51,6 +52,13 @@ func CheckJSON(data []byte, maxDepth int) error {
 		case '}', ']':
 			depth--
 		}
+	}
+	// JSON is UTF-8 text. Bytes that are not are read as U+FFFD, but not alike
+	// by every reader (Go: one per byte; JavaScript's decoder: one per
+	// sequence): two keys one parser sees as a duplicate, another sees as
+	// distinct. Such a body is malformed, never interpreted.
+	if !utf8.Valid(data) {
+		return fmt.Errorf("%w: not UTF-8 text", ErrMalformed)
 	}
 	if !json.Valid(data) {
 		var v any

@@ -59,3 +59,29 @@ func TestDuplicateKeysWideObject(t *testing.T) {
 		t.Fatalf("duplicate of an early key: %v", err)
 	}
 }
+
+// TestCheckJSONRefusesNonUTF8: a body that is not UTF-8 text is malformed.
+//
+// Threat: bytes that are not UTF-8 become U+FFFD differently in Go (one per
+// byte) and in JavaScript (one per sequence), so two keys are one duplicated
+// key to one parser and two distinct keys to another, and a value differs
+// between writ's policy input and the agent. Defence: such a body is refused
+// as malformed JSON before anything reads it.
+func TestCheckJSONRefusesNonUTF8(t *testing.T) {
+	for _, bad := range []string{
+		"{\"\xe2\x82\":1,\"\xff\":2}",
+		"{\"a\":\"x\xff\"}",
+		"{\"params\":{\"id\":\"t\xc0\xafx\"}}", // an overlong '/'
+		"{\"a\":\"\xed\xa0\x80\"}",             // a surrogate encoded in UTF-8
+	} {
+		if err := CheckJSON([]byte(bad), 0); !errors.Is(err, ErrMalformed) {
+			t.Errorf("%q: %v, want ErrMalformed", bad, err)
+		}
+		if f := FaultOf(CheckJSON([]byte(bad), 0)); f == nil || f.Kind != task.KindMalformed {
+			t.Errorf("%q: fault %v", bad, f)
+		}
+	}
+	if err := CheckJSON([]byte(`{"a":"é ✓ \ud83d\ude00 😀"}`), 0); err != nil {
+		t.Errorf("UTF-8 text refused: %v", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	jose "github.com/go-jose/go-jose/v4"
 
@@ -134,6 +135,12 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 	// request bodies, such a payload is refused, not interpreted.
 	if !json.Valid(raw) {
 		return Caller{}, fmt.Errorf("%w: payload is not a JSON object", ErrTokenInvalid)
+	}
+	// JSON is UTF-8 text; bytes that are not are turned into U+FFFD differently
+	// by different readers (one per byte or one per sequence), so a claim would
+	// not read the same everywhere.
+	if !utf8.Valid(raw) {
+		return Caller{}, fmt.Errorf("%w: payload is not UTF-8", ErrTokenInvalid)
 	}
 	if name, twice := jsonkeys.Repeated(raw); twice {
 		return Caller{}, fmt.Errorf("%w: payload names claim %q twice", ErrTokenInvalid, trunc(name))

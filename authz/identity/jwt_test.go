@@ -242,6 +242,10 @@ func TestJWTDuplicateClaims(t *testing.T) {
 		"inside act":           head + `,"sub":"u-42","act":{"sub":"payments-investigator","sub":"orchestrator"}}`,
 		"deeper in act":        head + `,"sub":"u-42","act":{"sub":"a","act":{"sub":"b","act":{"sub":"c","sub":"d"}}}}`,
 		"inside a list object": head + `,"sub":"u-42","roles":[{"r":"x","r":"y"}]}`,
+		// Not UTF-8: readers disagree on how many U+FFFD a bad sequence
+		// becomes, so the claim names (or values) are not the same to all.
+		"names not UTF-8": head + ",\"sub\":\"u-42\",\"x\xff\":1,\"x\xfe\":2}",
+		"value not UTF-8": head + ",\"sub\":\"u-42\",\"tenant\":\"retail\xe2\x82\"}",
 	} {
 		for _, k := range []testKey{rsaKey, ecKey} {
 			c, err := r.Identify(context.Background(), bearerCreds(k.signRaw(t, payload)))

@@ -8,6 +8,7 @@ package jsonkeys
 import (
 	"bytes"
 	"encoding/json"
+	"unicode/utf8"
 )
 
 // Repeated returns the first member name that appears twice in one object of
@@ -55,7 +56,9 @@ func Repeated(data []byte) (name string, ok bool) {
 			n := len(stack)
 			if n > 0 && stack[n-1].object && stack[n-1].expectKey {
 				key := data[i+1 : j]
-				if escaped {
+				// A key with an escape, or with bytes that are not UTF-8 (which
+				// encoding/json reads as U+FFFD), is compared decoded.
+				if escaped || !utf8.Valid(key) {
 					var s string
 					if err := json.Unmarshal(data[i:j+1], &s); err != nil {
 						return "", false // not well-formed

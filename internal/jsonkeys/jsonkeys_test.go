@@ -14,6 +14,9 @@ func TestRepeated(t *testing.T) {
 		`[{"k":1},{"k":1,"k":2}]`:                         "k",
 		`{"ab":1,"a\u0062":2}`:                            "ab", // the same name once its escape is decoded
 		`{"act":{"sub":"a","act":{"sub":"b","sub":"c"}}}`: "sub",
+		"{\"\xff\":1,\"\xfe\":2}":                         "\ufffd", // not UTF-8: both read as U+FFFD
+		"{\"\xff\":1,\"\\ufffd\":2}":                      "\ufffd",
+		"{\"metadata\":{\"\xc0\":\"a\",\"\xc1\":\"b\"}}":  "\ufffd",
 	} {
 		if got, ok := Repeated([]byte(in)); !ok || got != want {
 			t.Errorf("%s: %q, %v; want %q", in, got, ok, want)
@@ -36,7 +39,7 @@ func TestRepeated(t *testing.T) {
 // well-formed input.
 func FuzzRepeated(f *testing.F) {
 	for _, s := range []string{`{"a":1,"a":2}`, `{"a":{"b":1},"b":[{"a":1,"a\u0000":2}]}`,
-		`{"\"":1,"\\":2,"\\\"":3}`, `[{"k":"k","v":{"k":1}}]`, `{"ab":1,"a\u0062":2}`} {
+		`{"\"":1,"\\":2,"\\\"":3}`, `[{"k":"k","v":{"k":1}}]`, `{"ab":1,"a\u0062":2}`, "{\"\xff\":1,\"\xfe\":2}"} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {

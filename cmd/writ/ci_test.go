@@ -14,9 +14,11 @@ import (
 // and with --no-upgrade, says so, and refuses an install whose simulation
 // would upgrade an installed package.
 func TestCIDepsLeavesTheHostAlone(t *testing.T) {
+	// make test runs .ci/deps with bash: a host without it cannot run the
+	// suite at all, so its absence is a failure, not a skip.
 	bash, err := exec.LookPath("bash")
 	if err != nil {
-		t.Skip("no bash")
+		t.Fatal("bash is not on PATH: make test needs it")
 	}
 	for name, plan := range map[string]string{
 		"new packages only": "Inst nodejs (18 Debian)\nInst npm (9 Debian)\nInst chromium (1 Debian)\nInst redis-server (7 Debian)\n",
@@ -25,7 +27,9 @@ func TestCIDepsLeavesTheHostAlone(t *testing.T) {
 		bin := t.TempDir()
 		calls := filepath.Join(bin, "calls")
 		stub := func(name, body string) {
-			os.WriteFile(filepath.Join(bin, name), []byte("#!"+bash+"\n"+body+"\n"), 0o755)
+			if err := os.WriteFile(filepath.Join(bin, name), []byte("#!"+bash+"\n"+body+"\n"), 0o755); err != nil { //nolint:gosec // a stub command must be executable
+				t.Fatal(err)
+			}
 		}
 		stub("id", "echo 0")
 		stub("awk", `exec `+mustLook(t, "awk")+` "$@"`)
@@ -37,7 +41,10 @@ case "$1" in -s) printf '%s' '`+plan+`';; esac`)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out)
 		}
-		raw, _ := os.ReadFile(calls)
+		raw, err := os.ReadFile(calls)
+		if err != nil {
+			t.Fatalf("%s: apt-get was never called: %v", name, err)
+		}
 		got := string(raw)
 		install := "install -y -qq --no-install-recommends --no-upgrade nodejs npm chromium redis-server"
 		switch name {
@@ -54,9 +61,10 @@ case "$1" in -s) printf '%s' '`+plan+`';; esac`)
 }
 
 func mustLook(t *testing.T, name string) string {
+	t.Helper()
 	p, err := exec.LookPath(name)
 	if err != nil {
-		t.Skip("no " + name)
+		t.Fatalf("%s is not on PATH: .ci/deps needs it", name)
 	}
 	return p
 }

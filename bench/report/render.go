@@ -384,17 +384,23 @@ func renderInProc(r *results, p printer) {
 	p("\n")
 }
 
-func renderParse(r *results, p printer) {
+// benchmarks are the names of the in-process benchmarks under prefix, sorted.
+func (r *results) benchmarks(prefix string) []string {
 	var names []string
 	for k := range r.inproc {
-		if strings.HasPrefix(k, "bench.Parse/") {
+		if strings.HasPrefix(k, prefix) {
 			names = append(names, k)
 		}
 	}
+	sort.Strings(names)
+	return names
+}
+
+func renderParse(r *results, p printer) {
+	names := r.benchmarks("bench.Parse/")
 	if len(names) == 0 {
 		return
 	}
-	sort.Strings(names)
 	p("## Adapter parse per operation\n\n")
 	p("The adapters' exported `Parse` on the wire fixtures of `testdata/` (real SDK bytes), in process.\n\n")
 	p("| fixture | ns/op | B/op | allocs/op |\n|---|---|---|---|\n")
@@ -406,16 +412,10 @@ func renderParse(r *results, p printer) {
 }
 
 func renderSidecar(r *results, p printer) {
-	var names []string
-	for k := range r.inproc {
-		if strings.HasPrefix(k, "bench.Sidecar/") {
-			names = append(names, k)
-		}
-	}
+	names := r.benchmarks("bench.Sidecar/")
 	if len(names) == 0 {
 		return
 	}
-	sort.Strings(names)
 	p("## Sidecar vs `httputil.ReverseProxy`\n\n")
 	p("In process (`bench/sidecar_test.go`): the sidecar built as proxy's tests build it, and a bare ")
 	p("`httputil.ReverseProxy`, each in front of the same fast upstream on loopback, driven over HTTP/1.1 keep-alive ")

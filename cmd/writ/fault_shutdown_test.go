@@ -63,8 +63,13 @@ func TestShutdownDrains(t *testing.T) {
 			TaskID string `json:"taskId"`
 		} `json:"result"`
 	}
-	_ = json.Unmarshal([]byte(events[0]), &first)
+	if err := json.Unmarshal([]byte(events[0]), &first); err != nil {
+		t.Fatalf("first event %q: %v", events[0], err)
+	}
 	id := first.Result.ID + first.Result.TaskID
+	if id == "" {
+		t.Fatalf("first event %q names no task", events[0])
+	}
 
 	if err := w.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

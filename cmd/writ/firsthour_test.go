@@ -18,6 +18,7 @@ import (
 
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/internal/writproc"
 )
 
 // commands are writ's commands as a user types them.
@@ -213,7 +214,7 @@ func TestServeLogsJSONOnlyFromAnyDirectory(t *testing.T) {
 		io.WriteString(w, `{"jsonrpc":"2.0","id":1,"result":{"kind":"task","id":"t-1","contextId":"c-1","status":{"state":"completed"}}}`)
 	}))
 	defer agent.Close()
-	listen, admin := stFreeAddr(t), stFreeAddr(t)
+	listen, admin := writproc.FreeAddr(t), writproc.FreeAddr(t)
 	cfg := filepath.Join(dir, "writ.yaml")
 	os.WriteFile(cfg, []byte(`listen: `+listen+`
 admin: `+admin+`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/internal/writproc"
 )
 
 // asWritEnv makes the test binary the writ command (TestMain).
@@ -87,11 +88,11 @@ func TestREADMEYourOwnAgent(t *testing.T) {
 	}
 	t.Cleanup(func() { agent.Close() })
 	dir := t.TempDir()
-	admin := stFreeAddr(t)
+	admin := writproc.FreeAddr(t)
 	env := append(os.Environ(),
 		"PATH="+writOnPath(t)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"HOME="+filepath.Join(dir, "home"), "XDG_STATE_HOME="+filepath.Join(dir, "state"),
-		"WRIT_LISTEN="+stFreeAddr(t), "WRIT_ADMIN="+admin, "AGENT_URL="+agent.URL)
+		"WRIT_LISTEN="+writproc.FreeAddr(t), "WRIT_ADMIN="+admin, "AGENT_URL="+agent.URL)
 	var output bytes.Buffer
 	for i, b := range blocks {
 		switch b.kind {

@@ -23,6 +23,7 @@ import (
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/internal/writproc"
 	"github.com/writ-authz/writ/policies"
 )
 
@@ -171,20 +172,10 @@ type stWrit struct {
 	exited chan struct{}
 }
 
-func stFreeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // start runs `writ serve -config cfg` as a child and waits until it is ready.
 func (w *stWorld) start(name, cfg string) *stWrit {
 	w.t.Helper()
-	listen, admin := stFreeAddr(w.t), stFreeAddr(w.t)
+	listen, admin := writproc.FreeAddr(w.t), writproc.FreeAddr(w.t)
 	args, _ := json.Marshal([]string{"serve", "-config", cfg, "-listen", listen, "-admin", admin})
 	p := &stWrit{t: w.t, name: name, url: "http://" + listen, admin: "http://" + admin, log: &syncbuf.Buffer{},
 		exited: make(chan struct{})}
@@ -307,7 +298,7 @@ type stReceiver struct {
 }
 
 func newStReceiver(t *testing.T) *stReceiver {
-	r := &stReceiver{t: t, addr: stFreeAddr(t)}
+	r := &stReceiver{t: t, addr: writproc.FreeAddr(t)}
 	r.up()
 	t.Cleanup(r.down)
 	return r

@@ -158,10 +158,13 @@ func (e *keyEnc) callerField(c *InputCaller, f string, rest []string) {
 		}
 		raw, err := json.Marshal(v)
 		if err != nil {
-			// Verified claims always encode; a claim that does not is keyed by the
-			// whole claim set, which still never collides.
+			// A claim JSON cannot encode (NaN from Envoy's metadata) is keyed by
+			// the whole claim set's digest, under a tag byte no length prefix
+			// of a bounded request starts with.
 			d := identity.DigestClaims(c.Claims)
-			raw = d[:]
+			e.b = append(e.b, 0xfe)
+			e.b = append(e.b, d[:]...)
+			return
 		}
 		e.s(string(raw))
 	default:

@@ -87,8 +87,17 @@ func digestPayload(payload []byte) [sha256.Size]byte {
 func DigestClaims(claims map[string]any) [sha256.Size]byte {
 	raw, err := json.Marshal(claims)
 	if err != nil {
-		// Verified JSON claims always encode; if not, no digest may ever collide.
-		return [sha256.Size]byte{}
+		// Claims from a JWT always encode, but claims from Envoy's metadata may
+		// hold what JSON cannot (NaN, ±Inf). They still get a digest of their
+		// own: Go's printing of the map (keys sorted), under a prefix that keeps
+		// it apart from the JSON digests. Never the zero digest, which means
+		// "not computed" and would be shared by every such claim set.
+		h := sha256.New()
+		h.Write([]byte("writ/claims-fmt\x00"))
+		fmt.Fprintf(h, "%#v", claims)
+		var d [sha256.Size]byte
+		h.Sum(d[:0])
+		return d
 	}
 	return sha256.Sum256(raw)
 }

@@ -2,6 +2,7 @@ package identity
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"testing"
@@ -87,4 +88,21 @@ func structClaims(now time.Time) map[string]any {
 		m[n] = float64(m[n].(int64))
 	}
 	return m
+}
+
+// TestDigestClaimsNotJSON: claims JSON cannot encode (a NaN from Envoy's
+// metadata) still get a digest of their own, never the shared zero digest:
+// two such claim sets that differ elsewhere never share a decision key.
+func TestDigestClaimsNotJSON(t *testing.T) {
+	admin := DigestClaims(map[string]any{"x": math.NaN(), "role": "admin"})
+	user := DigestClaims(map[string]any{"x": math.NaN(), "role": "user"})
+	if admin == ([32]byte{}) || user == ([32]byte{}) {
+		t.Fatal("the zero digest, which means not computed")
+	}
+	if admin == user {
+		t.Fatal("claim sets that differ share a digest")
+	}
+	if again := DigestClaims(map[string]any{"role": "admin", "x": math.NaN()}); again != admin {
+		t.Fatal("the same claims gave two digests")
+	}
 }

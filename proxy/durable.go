@@ -158,6 +158,7 @@ func (c *Core) keep(x *exchange, id string, ttl time.Duration) bool {
 	defer cancel()
 	ref := task.Ref{Agent: x.rt.agent.Name, ID: id}
 	if err := fw.Queue.Put(ctx, task.Work{Kind: task.WorkFollow, ID: followID(ref), Payload: raw}, fw.Holder, ttl); err != nil {
+		c.stats.StoreErrors.Add(1)
 		c.log.Warn("following a task: it could not be persisted; a restart will not resume it", "task_id", id, "error", err)
 		return false
 	}
@@ -190,6 +191,7 @@ func (c *Core) release(id string, done bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), lease.Timeout)
 	defer cancel()
 	if err := fw.Queue.Done(ctx, task.WorkFollow, id, fw.Holder); err != nil && !errors.Is(err, task.ErrNotHolder) {
+		c.stats.StoreErrors.Add(1)
 		c.log.Warn("a followed task that ended could not be removed from the work queue; it will be resumed and found ended",
 			"error", err)
 	}
@@ -214,6 +216,7 @@ func (c *Core) renewFollowers() {
 	fw.mu.Unlock()
 	lost, err := lease.Renew(c.life, fw.Queue, task.WorkFollow, fw.Holder, ids, fw.Lease)
 	if err != nil {
+		c.stats.StoreErrors.Add(1)
 		c.log.Warn("the leases of followed tasks could not be renewed", "held", len(ids), "error", err)
 		return
 	}
@@ -239,6 +242,7 @@ func (c *Core) claimFollowers() {
 	ws, err := fw.Queue.Claim(ctx, task.WorkFollow, fw.Holder, room, fw.Lease)
 	if err != nil {
 		if c.life.Err() == nil {
+			c.stats.StoreErrors.Add(1)
 			c.log.Warn("followed tasks could not be claimed", "error", err)
 		}
 		return
@@ -255,7 +259,10 @@ func (c *Core) claimFollowers() {
 		}
 		if err != nil {
 			c.log.Warn("a followed task cannot be resumed; dropped", "task_id", s.TaskID, "agent", s.Agent, "error", err)
-			_ = fw.Queue.Done(ctx, task.WorkFollow, w.ID, fw.Holder)
+			if err := fw.Queue.Done(ctx, task.WorkFollow, w.ID, fw.Holder); err != nil && !errors.Is(err, task.ErrNotHolder) {
+				c.stats.StoreErrors.Add(1)
+				c.log.Warn("a dropped followed task could not be removed from the work queue", "task_id", s.TaskID, "error", err)
+			}
 			continue
 		}
 		if c.startFollower(x, s.TaskID, w.ID, true) {

@@ -64,6 +64,7 @@ func (c *Core) maybeFollow(p *Plan, evs []task.Event) {
 					c.log.Info("too many tasks followed; this one waits for a free follower", "task_id", ev.TaskID)
 					continue
 				}
+				id = "" // not kept: followed here if a follower frees up, as without a queue
 			} else if !c.keep(x, ev.TaskID, c.work.Lease) {
 				id = ""
 			}
@@ -150,6 +151,7 @@ func (c *Core) follow(ctx context.Context, x *exchange, id string, resumed bool)
 		wait = min(max(wait*2, followFirst), followMax)
 		rec, ok, err := c.store.Get(ttl, ref)
 		if err != nil {
+			c.stats.StoreErrors.Add(1)
 			c.log.Warn("following a task: the lifecycle store is unavailable; retrying", "task_id", id, "error", err)
 			continue
 		}
@@ -225,7 +227,13 @@ func (c *Core) subscribe(ctx context.Context, x *exchange, id string) bool {
 		}
 	}
 	rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
-	return err == nil && (!ok || rec.Task.State.Terminal())
+	if err != nil {
+		// Not ended as far as writ can tell: the follower goes on polling.
+		c.stats.StoreErrors.Add(1)
+		c.log.Warn("following a task: the lifecycle store is unavailable after the stream", "task_id", id, "error", err)
+		return false
+	}
+	return !ok || rec.Task.State.Terminal()
 }
 
 // perOwner is the followers one owner may have at once.

@@ -7,6 +7,8 @@ package grpcserve
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"net"
 	"runtime"
 
@@ -44,9 +46,14 @@ func New(desc *grpc.ServiceDesc, impl any, maxRecv int, reflect bool) *Server {
 // finds every worker busy still gets its own goroutine.
 func streamWorkers() uint32 { return uint32(max(16, 4*runtime.GOMAXPROCS(0))) }
 
-// Start serves on ln in the background until Shutdown.
+// Start serves on ln in the background until Shutdown. A listener that
+// fails takes the door down: that is logged, never silent.
 func (s *Server) Start(ln net.Listener) {
-	go func() { _ = s.Serve(ln) }()
+	go func() {
+		if err := s.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			slog.Error("a gRPC door stopped serving", "addr", ln.Addr().String(), "error", err)
+		}
+	}()
 }
 
 // Shutdown reports NOT_SERVING to health checks, lets calls and streams in

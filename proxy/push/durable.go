@@ -227,7 +227,9 @@ func (d *Deliverer) resume(ctx context.Context, w task.Work, n Notification, err
 		if err != nil {
 			d.cfg.Logger.Error("push: a pending notification could not be read; dropped", "id", w.ID, "error", err)
 		}
-		_ = d.cfg.Queue.Done(ctx, task.WorkPush, w.ID, d.cfg.Holder)
+		if err := d.cfg.Queue.Done(ctx, task.WorkPush, w.ID, d.cfg.Holder); err != nil && !errors.Is(err, task.ErrNotHolder) {
+			d.cfg.Logger.Warn("push: a dropped notification could not be removed from the work queue; it is claimed and dropped again", "id", w.ID, "error", err)
+		}
 		return
 	}
 	defer d.mu.Unlock()

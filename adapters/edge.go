@@ -89,6 +89,13 @@ type Poller interface {
 	GetTaskRequest(req *task.Request, taskID string) (method, path string, body []byte, get *task.Request)
 }
 
+// Negotiator names the request headers that negotiate the protocol (version,
+// extensions): a follower resumed after a restart sends them again. Never
+// credentials.
+type Negotiator interface {
+	NegotiationHeaders() []string
+}
+
 // Subscriber subscribes to a running task's events.
 type Subscriber interface {
 	// SubscribeRequest renders a subscription to the task, shaped like req.

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
@@ -82,10 +83,6 @@ type followSpec struct {
 	Header         http.Header `json:"header,omitempty"`
 }
 
-// followHeaders are the caller's headers a resumed follower sends again:
-// protocol negotiation, never credentials.
-var followHeaders = []string{"A2A-Version", "A2A-Extensions", "X-A2A-Extensions"}
-
 func specOf(x *exchange, id string) followSpec {
 	s := followSpec{V: 1, Agent: x.rt.agent.Name, TaskID: id, Path: x.in.Path, Tenant: x.req.Tenant,
 		Protocol:   task.Protocol{Name: x.req.Protocol.Name, Version: x.req.Protocol.Version, Binding: x.req.Protocol.Binding},
@@ -94,7 +91,13 @@ func specOf(x *exchange, id string) followSpec {
 	if x.input != nil {
 		s.Classification = x.input.Task.Classification
 	}
-	for _, k := range followHeaders {
+	// The caller's protocol negotiation headers (the adapter's), never its
+	// credentials, are what a resumed follower sends again.
+	var negotiation []string
+	if n, ok := x.edge.(adapters.Negotiator); ok {
+		negotiation = n.NegotiationHeaders()
+	}
+	for _, k := range negotiation {
 		if v := x.inc.Header.Values(k); len(v) > 0 {
 			if s.Header == nil {
 				s.Header = http.Header{}

@@ -35,7 +35,7 @@ func TestFollowSpecKeepsNoCredentials(t *testing.T) {
 		t.Fatal(err)
 	}
 	rt := &route{agent: a, edges: edges}
-	x := &exchange{rt: rt, inc: Incoming{Header: h}, in: wire.Inbound{Path: "/"},
+	x := &exchange{rt: rt, edge: edges.For("/"), inc: Incoming{Header: h}, in: wire.Inbound{Path: "/"},
 		req:    task.Request{Operation: task.OpSend, Protocol: task.Protocol{Name: "a2a", Version: "1.0", Binding: task.BindingJSONRPC}, Tenant: "t"},
 		caller: caller, dec: authz.Decision{ID: "dec-1"},
 		input: &authz.Input{Task: authz.InputTask{Classification: "restricted"}}}

@@ -25,6 +25,10 @@ func (e Edge) Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault
 }
 
 // RenderFault implements adapters.Edge.
+func (Edge) NegotiationHeaders() []string {
+	return []string{VersionHeader, ExtensionsHeader, LegacyExtensionsHeader}
+}
+
 func (Edge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered { return RenderFault(req, f) }
 
 // ParseResponse implements adapters.Answers.

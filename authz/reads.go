@@ -34,8 +34,8 @@ type reads struct {
 }
 
 // paramUse is a function parameter that names an input path: the function reads
-// base + the argument (kindKey: one key, as in input.caller[f]; kindPath: a
-// path, as object.get(input, path, default) takes it).
+// base + the argument, one key (path false, as in input.caller[f]) or a path
+// (path true, as object.get(input, path, default) takes it).
 type paramUse struct {
 	index int
 	base  []string
@@ -365,22 +365,23 @@ func (a *analysis) term(t *ast.Term, aliases map[ast.Var][]string) {
 	case ast.Set:
 		v.Foreach(func(x *ast.Term) { a.term(x, aliases) })
 	case *ast.ArrayComprehension:
-		inner := maps(aliases)
+		inner := cloneAliases(aliases)
 		a.body(v.Body, inner)
 		a.term(v.Term, inner)
 	case *ast.SetComprehension:
-		inner := maps(aliases)
+		inner := cloneAliases(aliases)
 		a.body(v.Body, inner)
 		a.term(v.Term, inner)
 	case *ast.ObjectComprehension:
-		inner := maps(aliases)
+		inner := cloneAliases(aliases)
 		a.body(v.Body, inner)
 		a.term(v.Key, inner)
 		a.term(v.Value, inner)
 	}
 }
 
-func maps(m map[ast.Var][]string) map[ast.Var][]string {
+// cloneAliases copies an alias scope (never nil: an inner scope adds to it).
+func cloneAliases(m map[ast.Var][]string) map[ast.Var][]string {
 	out := make(map[ast.Var][]string, len(m))
 	for k, v := range m {
 		out[k] = v

@@ -150,7 +150,7 @@ func pick(sub shape, get func(string) ast.Value, all []string) ast.Value {
 // by their digest and the policy revision: decisions of a known caller that
 // miss the decision cache share one converted caller. A caller seen once only
 // passes through the cache's probation segment.
-var callers, _ = segcache.New[[32]byte, ast.Value](4096, 8<<20, valueBytes)
+var callers = mustCache(segcache.New[[32]byte, ast.Value](4096, 8<<20, valueBytes))
 
 // callerValue is the caller part of the input, from callers when it is there.
 func (p *Policy) callerValue(c *InputCaller, sub shape) ast.Value {

@@ -54,7 +54,15 @@ func (in *Input) Value() ast.Value {
 // caller seen once (a token minted per request) only passes through the cache's
 // small probation segment. Content-addressed, so entries are shared safely
 // across engines and policy revisions; OPA never mutates input values.
-var subValues, _ = segcache.New[[32]byte, ast.Value](4096, 16<<20, valueBytes)
+// mustCache is a cache with constant bounds, which New never refuses.
+func mustCache(c *segcache.Cache[[32]byte, ast.Value], err error) *segcache.Cache[[32]byte, ast.Value] {
+	if err != nil {
+		panic("authz: " + err.Error())
+	}
+	return c
+}
+
+var subValues = mustCache(segcache.New[[32]byte, ast.Value](4096, 16<<20, valueBytes))
 
 // valueBytes estimates the heap of a converted value from its text length.
 func valueBytes(v ast.Value) int { return 256 + 12*v.StringLength() }

@@ -24,11 +24,13 @@ func (e Edge) Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault
 	return Parse(in, Options{Limits: lim, JSONRPCPath: e.JSONRPCPath})
 }
 
-// RenderFault implements adapters.Edge.
+// NegotiationHeaders implements adapters.Negotiator: the version and
+// extensions headers.
 func (Edge) NegotiationHeaders() []string {
 	return []string{VersionHeader, ExtensionsHeader, LegacyExtensionsHeader}
 }
 
+// RenderFault implements adapters.Edge.
 func (Edge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered { return RenderFault(req, f) }
 
 // ParseResponse implements adapters.Answers.

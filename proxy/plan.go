@@ -11,6 +11,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -96,6 +97,17 @@ func (p *Plan) Fail(f *task.Fault) wire.Rendered {
 	out.Header = withHeader(out.Header, DecisionHeader, p.x.dec.ID)
 	out.Header.Set("Cache-Control", "no-store")
 	return out
+}
+
+// FailUpstream renders the failure of an agent that could not be reached, or
+// (timeout) that did not answer in time, and names the failure for the served
+// event (events.UpstreamTimeout or UpstreamUnavailable): the one choice of
+// fault every door makes.
+func (p *Plan) FailUpstream(timeout bool) (failed wire.Rendered, failure string) {
+	if timeout {
+		return p.Fail(task.NewFault(task.KindUpstreamTimeout, "the agent did not answer in time")), events.UpstreamTimeout
+	}
+	return p.Fail(task.NewFault(task.KindUpstreamUnavailable, "the agent could not be reached")), events.UpstreamUnavailable
 }
 
 // Answer observes a whole upstream answer to the plan's request and returns

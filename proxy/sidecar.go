@@ -132,14 +132,10 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		if r.Context().Err() != nil {
 			return // the caller went away; the upstream request is cancelled with it
 		}
-		kind, what := task.KindUpstreamUnavailable, "the agent could not be reached"
-		ev.UpstreamFailure = events.UpstreamUnavailable
-		if errors.Is(err, context.DeadlineExceeded) || isTimeout(err) {
-			kind, what = task.KindUpstreamTimeout, "the agent did not answer in time"
-			ev.UpstreamFailure = events.UpstreamTimeout
-		}
+		failed, failure := p.FailUpstream(errors.Is(err, context.DeadlineExceeded) || isTimeout(err))
+		ev.UpstreamFailure = failure
 		s.core.log.Warn("upstream request failed", "agent", ev.Route, "error", err)
-		writeRendered(w, p.Fail(task.NewFault(kind, what)), "")
+		writeRendered(w, failed, "")
 		return
 	}
 	defer resp.Body.Close()

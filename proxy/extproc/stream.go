@@ -382,12 +382,8 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 // (or that did not answer in time) by the sidecar's: the protocol-shaped
 // failure, with writ's decision id.
 func (st *stream) upstreamFailed(details string) *extprocv3.ProcessingResponse {
-	kind, what, failure := task.KindUpstreamUnavailable, "the agent could not be reached", events.UpstreamUnavailable
-	if strings.Contains(details, "timeout") {
-		kind, what, failure = task.KindUpstreamTimeout, "the agent did not answer in time", events.UpstreamTimeout
-	}
 	st.s.log.Warn("upstream request failed", "agent", st.out.Route, "envoy", details)
-	r := st.plan.Fail(task.NewFault(kind, what))
+	r, failure := st.plan.FailUpstream(strings.Contains(details, "timeout"))
 	st.ev.UpstreamFailure, st.ev.Status = failure, r.Status
 	st.ans = &jsonAnswer{st: st, done: true} // Envoy sends no more of it; were it to, it is dropped
 	common := replace(r)

@@ -11,7 +11,7 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build install test test-deps run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
+.PHONY: build install test test-deps gotestsum run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
 
 # `writ version` reads the module version and the commit from the build info;
 # the build time is the one thing Go does not record, so these targets do.
@@ -42,14 +42,31 @@ deps:
 test-deps:
 	bash .ci/deps
 
-# The whole suite: formatting and vet first, then every test with the race detector.
-# The tests that run writ serve as a child (the interop matrix, the faults, the
-# soak) share one build of it (WRIT_BIN); the soak runs for 60 seconds here.
-test: deps test-deps check build
-	WRIT_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
-	cd $(HELM_TESTS) && $(GO) test -race -count=1 ./...
-	FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
-	$(MAKE) soak SOAK=60s SOAK_OUT= WRIT_BIN=$(CURDIR)/$(BIN)
+# The whole suite: formatting and vet first, then every test with the race
+# detector, every fuzz target (a count of executions each: .ci/fuzz) and a
+# 60-second soak. The tests that run writ serve as a child (the interop
+# matrix, the faults, the soak) share one build of it (WRIT_BIN). Each step is
+# timed (.ci/step, into CI_OUT); the go test steps run under gotestsum, whose
+# JSON the summary reads: a table of the steps, the slowest tests, and as the
+# last line the test runner's own count of passed, skipped and failed tests.
+CI_OUT    ?= $(CURDIR)/.ci-out
+STEP      := CI_OUT=$(CI_OUT) bash .ci/step
+GOTESTSUM_VERSION := v1.13.0
+GOTESTSUM := $(TOOLS)/gotestsum
+GOTEST    := $(GOTESTSUM) --format standard-quiet --hide-summary=skipped
+test:
+	@rm -rf $(CI_OUT) && mkdir -p $(CI_OUT)
+	@$(STEP) deps $(MAKE) --no-print-directory deps
+	@$(STEP) test-deps bash .ci/deps
+	@$(STEP) tools $(MAKE) --no-print-directory opa gotestsum
+	@$(STEP) check $(MAKE) --no-print-directory check
+	@$(STEP) build $(MAKE) --no-print-directory build
+	@$(STEP) go-test env WRIT_BIN=$(CURDIR)/$(BIN) $(GOTEST) --jsonfile $(CI_OUT)/go-test.json -- -race -count=1 ./...
+	@$(STEP) helm-test sh -c 'cd $(HELM_TESTS) && $(GOTEST) --jsonfile $(CI_OUT)/helm-test.json -- -race -count=1 ./...'
+	@$(STEP) fuzz env FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
+	@$(STEP) soak env WRIT_BIN=$(CURDIR)/$(BIN) SOAK=60s SOAK_RATE=$(SOAK_RATE) SOAK_OUT= \
+	  $(GOTESTSUM) --format standard-verbose --hide-summary=all --jsonfile $(CI_OUT)/soak.json -- -count=1 -run '^TestSoak$$' -timeout 3h ./internal/soak
+	@CI_OUT=$(CI_OUT) GOTESTSUM=$(GOTESTSUM) bash .ci/summary
 
 # The interop matrix (internal/interop): the SDK clients × the agents × writ's
 # front doors, through the built writ serve; rewrites README's interop block
@@ -111,6 +128,11 @@ opa:
 	  echo "installing opa $(OPA_VERSION) into .tools/ (one-time build, a few minutes)"; \
 	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)); fi
 
+gotestsum:
+	@if ! "$(GOTESTSUM)" --version 2>/dev/null | grep -q "$(GOTESTSUM_VERSION:v%=%)"; then \
+	  echo "installing gotestsum $(GOTESTSUM_VERSION) into .tools/"; \
+	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)); fi
+
 golangci:
 	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "$(GOLANGCI_VERSION:v%=%)"; then \
 	  echo "installing golangci-lint $(GOLANGCI_VERSION) into .tools/ (one-time build, a few minutes)"; \
@@ -134,7 +156,9 @@ security: deps test-deps
 	$(GO) run ./internal/securitydoc
 
 # Run every fuzz target for FUZZTIME each (make fuzz FUZZTIME=60s); the
-# targets are discovered. make test runs them briefly (FUZZTIME_CI).
-FUZZTIME_CI ?= 5s
+# targets are discovered. make test runs each for the count of executions
+# .ci/fuzz-budget gives it (FUZZTIME_CI=budget): a count, not a duration,
+# because a duration races Go 1.26's fuzzing coordinator (.ci/fuzz says why).
+FUZZTIME_CI ?= budget
 fuzz:
 	FUZZTIME=$(FUZZTIME) GO=$(GO) bash .ci/fuzz

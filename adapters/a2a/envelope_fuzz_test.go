@@ -3,6 +3,7 @@ package a2a
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"io"
 	"net/http"
 	"strconv"
@@ -28,9 +29,18 @@ import (
 //     name, else the proto name when the JSON name is absent or null, values
 //     through String()) and for 0.3 its legacy conversions (exact keys, raw
 //     values).
+//
+// When fuzzing, every 16th generated case seeds the corpus: gathering the
+// baseline coverage of all 5,415 takes about 30 s on a 2-core machine before
+// the first mutation, and the plain test run (go test without -fuzz) still
+// runs every one of them, as TestEnvelopeDifferential does against the SDKs.
 func FuzzEnvelopeDifferential(f *testing.F) {
-	for _, c := range differentialCases() {
-		if c.rpc {
+	stride := 1
+	if fl := flag.Lookup("test.fuzz"); fl != nil && fl.Value.String() != "" {
+		stride = 16
+	}
+	for i, c := range differentialCases() {
+		if c.rpc && i%stride == 0 {
 			f.Add(c.body, c.v10)
 		}
 	}

@@ -155,8 +155,13 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		out.CloseConnection = closeConn
 		return out
 	}
+	query, qf := strictQuery(inc)
+	x.in.Query = query
 	req, fault := x.edge.Parse(x.in, c.lim)
 	x.req = req
+	if qf != nil {
+		return c.refuse(x, qf) // in the shape Parse found
+	}
 	if fault != nil {
 		return c.refuse(x, fault)
 	}

@@ -107,7 +107,7 @@ func TestReferencedTasksAcrossTenants(t *testing.T) {
 	attacker, victim := h.token(investigator), h.token(retailBot)
 	for _, binding := range []string{"jsonrpc", "rest"} {
 		t.Run(binding, func(t *testing.T) {
-			st, body, victimTask, _ := refSend(h, binding, victim, "VICTIM-SECRET retail ledger 4471", nil)
+			st, body, victimTask, _ := refSend(h, binding, victim, "VICTIM-SECRET retail ledger zebra-quill", nil)
 			if st != 200 || victimTask == "" {
 				t.Fatalf("victim's send: %d %s", st, body)
 			}
@@ -132,7 +132,7 @@ func TestReferencedTasksAcrossTenants(t *testing.T) {
 			answers := map[string]string{}
 			for name, refs := range cases {
 				st, body, _, _ := refSend(h, binding, attacker, "summarise the referenced tasks", refs)
-				if strings.Contains(string(body), "VICTIM-SECRET") || strings.Contains(string(body), "4471") {
+				if strings.Contains(string(body), "VICTIM-SECRET") || strings.Contains(string(body), "zebra-quill") {
 					t.Fatalf("%s: the victim's task reached the attacker: %d %s", name, st, body)
 				}
 				if st != 200 && st != 404 || !strings.Contains(string(body), "TASK_NOT_FOUND") {

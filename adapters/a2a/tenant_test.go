@@ -20,7 +20,9 @@ import (
 // input.request.tenant.
 func TestTenantEveryPlace(t *testing.T) {
 	q := func(tenant string) url.Values { return url.Values{TenantQuery: {tenant}} }
-	rpc := func(params string) []byte { return []byte(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":` + params + `}`) }
+	rpc := func(params string) []byte {
+		return []byte(`{"jsonrpc":"2.0","id":1,"method":"GetTask","params":` + params + `}`)
+	}
 	send := `{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}]},` +
 		`"configuration":{"taskPushNotificationConfig":{"tenant":"retail","url":"https://cb.example/h"}}}`
 	for _, c := range []struct {

@@ -160,6 +160,13 @@ func (e *Envoy) ParsesBody() bool { return e.ParseBody == nil || *e.ParseBody }
 // filter.
 const DefaultJWTAuthnNamespace = "envoy.filters.http.jwt_authn"
 
+// The bounds of limits.max_referenced_tasks: the default, and the most a
+// config may set (each referenced task is a store read of one request).
+const (
+	DefaultMaxReferencedTasks = 16
+	MaxReferencedTasksCeiling = 256
+)
+
 // Limits bound every request writ handles.
 type Limits struct {
 	// MaxBodyBytes is the largest request body (default 1 MiB).
@@ -178,6 +185,11 @@ type Limits struct {
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
 	// MaxEventBytes bounds one upstream SSE event (default 4 MiB).
 	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxReferencedTasks bounds the tasks one message may reference (A2A
+	// referenceTaskIds; default 16, at most MaxReferencedTasksCeiling). Each
+	// distinct id costs one lifecycle store read before the decision, so the
+	// bound is what one request may cost; a message over it is refused.
+	MaxReferencedTasks int `yaml:"max_referenced_tasks"`
 	// CardCacheTTL is how long an agent's card is served from cache (default 1m).
 	CardCacheTTL time.Duration `yaml:"card_cache_ttl"`
 	// CardFetchTimeout bounds one fetch of an agent's card (default 10s).
@@ -429,6 +441,9 @@ func (c *Config) applyDefaults() {
 	if l.MaxEventBytes == 0 {
 		l.MaxEventBytes = 4 << 20
 	}
+	if l.MaxReferencedTasks == 0 {
+		l.MaxReferencedTasks = DefaultMaxReferencedTasks
+	}
 	def(&l.ReadHeaderTimeout, 5*time.Second)
 	def(&l.ReadTimeout, 30*time.Second)
 	def(&l.UpstreamTimeout, 60*time.Second)
@@ -489,6 +504,10 @@ func (c *Config) Validate() error {
 	l := c.Limits
 	if l.MaxBodyBytes < 0 || l.MaxJSONDepth < 0 || l.MaxHeaderBytes < 0 || l.MaxEventBytes < 0 {
 		bad("limits", "sizes must be positive")
+	}
+	if l.MaxReferencedTasks < 0 || l.MaxReferencedTasks > MaxReferencedTasksCeiling {
+		bad("limits.max_referenced_tasks", "must be from 1 to %d (0: the default, %d), not %d",
+			MaxReferencedTasksCeiling, DefaultMaxReferencedTasks, l.MaxReferencedTasks)
 	}
 	for key, d := range map[string]time.Duration{"limits.read_header_timeout": l.ReadHeaderTimeout,
 		"limits.read_timeout": l.ReadTimeout, "limits.upstream_timeout": l.UpstreamTimeout,

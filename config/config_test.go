@@ -46,7 +46,7 @@ func TestDefaultsAndRouting(t *testing.T) {
 		t.Errorf("push defaults: %+v", c.Push)
 	}
 	if c.Listen != "127.0.0.1:8081" || c.Admin != DefaultAdmin || c.Limits.MaxBodyBytes != 1<<20 ||
-		c.Limits.ReadHeaderTimeout != 5*time.Second || c.Lifecycle.UnknownTasks != "deny" || c.DefaultClassification != "internal" {
+		c.Limits.ReadHeaderTimeout != 5*time.Second || c.Limits.MaxReferencedTasks != 16 || c.Lifecycle.UnknownTasks != "deny" || c.DefaultClassification != "internal" {
 		t.Errorf("defaults: %+v", c)
 	}
 	a := c.Agents[0]
@@ -96,6 +96,12 @@ func TestInvalid(t *testing.T) {
 		"push: bounds ":                       func(s string) string { return s + "push:\n  max_in_flight_per_owner: -1\n" },
 		"decision_log.format":                 func(s string) string { return s + "decision_log:\n  format: syslog\n" },
 		"agents: at least one":                func(string) string { return "listen: 127.0.0.1:1\n" },
+		"limits.max_referenced_tasks: must be from 1 to 256": func(s string) string {
+			return s + "limits:\n  max_referenced_tasks: -1\n"
+		},
+		"limits.max_referenced_tasks: must be from 1 to 256 ": func(s string) string {
+			return s + "limits:\n  max_referenced_tasks: 257\n"
+		},
 	} {
 		_, err := Parse([]byte(mutate(good)))
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -122,6 +122,9 @@ type exchange struct {
 	record *task.Record
 	input  *authz.Input
 	dec    authz.Decision
+	// missingID is the referenced task a request is answered "not found"
+	// for (missingReference).
+	missingID string
 }
 
 // notFoundPage is the answer for a path no route serves and for a hidden agent.
@@ -152,8 +155,13 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		out.CloseConnection = closeConn
 		return out
 	}
+	query, qf := strictQuery(inc)
+	x.in.Query = query
 	req, fault := x.edge.Parse(x.in, c.lim)
 	x.req = req
+	if qf != nil {
+		return c.refuse(x, qf) // in the shape Parse found
+	}
 	if fault != nil {
 		return c.refuse(x, fault)
 	}
@@ -187,7 +195,7 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		}
 		// Answered like a missing task; the audit trail keeps why.
 		c.log.Info("task not found", "agent", rt.agent.Name, "task_id", x.req.TaskID, "context_id", x.req.ContextID,
-			"why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
+			"referenced_task_id", x.missingID, "why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
 	}
 	return out
 }
@@ -196,8 +204,11 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcome {
 	req, rt := &x.req, x.rt
 	if missing != "" {
-		if missing == missingContext {
+		switch missing {
+		case missingContext:
 			return c.refuse(x, task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)))
+		case missingReference:
+			return c.refuse(x, notFound(x.missingID))
 		}
 		return c.refuse(x, notFound(req.TaskID))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -167,6 +168,51 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		body = rewritten
 	}
 	return body, nil
+}
+
+// RewritesAnswer reports whether writ rewrites the agent's answer to op
+// before the caller sees it: a listing filtered to the caller's own tasks,
+// the extended card rewritten as the public one is. Such an answer must be
+// read whole, and read by writ, or not reach the caller at all.
+func RewritesAnswer(op task.Operation) bool { return op == task.OpList || op == task.OpExtendedCard }
+
+// Reads says how the agent's answer, by its Content-Type, is read: as an SSE
+// stream (Relay) or whole (Answer). refused is set (and the answer counted
+// invalid) when it may be read neither way, and then replaces it:
+//   - a stream in answer to an operation that does not stream: relayed, a
+//     listing would pass unfiltered and the extended card unrewritten, and
+//     the caller's client expects one answer;
+//   - an answer writ rewrites in a content type that is not JSON: writ reads
+//     it as JSON (strictly, see adapters.Answers), and a client that reads
+//     the type it names could see what writ did not. Go's net/http names a
+//     JSON body written without a Content-Type text/plain (a2a-go's
+//     JSON-RPC handler answers so): that, and no type, are read as JSON.
+func (p *Plan) Reads(contentType string) (stream bool, refused *wire.Rendered) {
+	mt, _, err := mime.ParseMediaType(contentType)
+	if contentType == "" {
+		mt, err = "", nil
+	}
+	switch {
+	case err == nil && mt == "text/event-stream":
+		if p.Streams {
+			return true, nil
+		}
+	case !RewritesAnswer(p.x.req.Operation):
+		return false, nil
+	case err == nil && (mt == "" || mt == "text/plain" || mt == "application/json" || strings.HasSuffix(mt, "+json")):
+		return false, nil
+	}
+	p.invalid++
+	p.core.log.Warn("the agent's answer has a content type writ does not read for this operation; refused",
+		"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "content_type", contentType)
+	out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
+	return false, &out
+}
+
+// isEventStream reports whether a content type is SSE's.
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
 }
 
 // Relay passes an upstream SSE answer on event by event, observing each.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -139,7 +138,12 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		return
 	}
 	defer resp.Body.Close()
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	stream, refused := p.Reads(resp.Header.Get("Content-Type"))
+	if refused != nil {
+		writeRendered(w, *refused, "")
+		return
+	}
+	if stream {
 		s.relay(ctx, w, r, p, resp, cancel, ev)
 		return
 	}
@@ -156,7 +160,7 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		writeRendered(w, p.Fail(task.NewFault(kind, "reading the agent's answer failed")), "")
 		return
 	}
-	body, refused := p.Answer(r.Context(), resp.StatusCode, body)
+	body, refused = p.Answer(r.Context(), resp.StatusCode, body)
 	if refused != nil {
 		writeRendered(w, *refused, "")
 		return
@@ -234,11 +238,6 @@ func setForwarded(h http.Header, inc Incoming) {
 		proto = "https"
 	}
 	h.Set("X-Forwarded-Proto", proto)
-}
-
-func isEventStream(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
 }
 
 func isTimeout(err error) bool {

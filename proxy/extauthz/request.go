@@ -42,9 +42,12 @@ func (s *Server) fromCheck(req *authv3.CheckRequest) (proxy.Incoming, error) {
 	inc := proxy.Incoming{Method: first(h.GetMethod(), pseudo[":method"]), Host: first(h.GetHost(), pseudo[":authority"]),
 		Header: hdr, RemoteAddr: addressOf(attrs.GetSource().GetAddress())}
 	var err error
-	if inc.Path, inc.Query, err = splitTarget(first(h.GetPath(), pseudo[":path"])); err != nil {
+	target := first(h.GetPath(), pseudo[":path"])
+	if inc.Path, inc.Query, err = splitTarget(target); err != nil {
 		return proxy.Incoming{}, err
 	}
+	// The query as sent, which Envoy forwards: the core decides on it.
+	_, inc.RawQuery, _ = strings.Cut(target, "?")
 	body := h.GetRawBody()
 	if len(body) == 0 && h.GetBody() != "" {
 		body = []byte(h.GetBody())

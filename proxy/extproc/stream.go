@@ -287,7 +287,7 @@ func (st *stream) decide(onBody bool, received []byte) *extprocv3.ProcessingResp
 
 // needsAnswer: operations whose answer writ must rewrite before the caller
 // sees it (a listing filtered to the caller's tasks, the extended card).
-func needsAnswer(op task.Operation) bool { return op == task.OpList || op == task.OpExtendedCard }
+func needsAnswer(op task.Operation) bool { return proxy.RewritesAnswer(op) }
 
 // immediate is writ's own answer, sent by Envoy to the client as is. A
 // refusal is never an HTTP 200: a JSON-RPC error, which the sidecar sends on
@@ -350,8 +350,18 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		return st.upstreamFailed(d), nil
 	}
 	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(proxy.DecisionHeader, st.out.DecisionID)}}
+	stream, refused := st.plan.Reads(hdr.Get("Content-Type"))
+	if refused != nil {
+		// Replaced while Envoy still holds the headers; the body that
+		// follows is dropped.
+		st.ev.Status = refusalStatus(refused.Status)
+		st.ans = &jsonAnswer{st: st, done: true}
+		common := replace(*refused)
+		common.Status = extprocv3.CommonResponse_CONTINUE_AND_REPLACE
+		return headersResponse(common), nil
+	}
 	want := modev3.ProcessingMode_BUFFERED
-	if isEventStream(hdr.Get("Content-Type")) {
+	if stream {
 		want = modev3.ProcessingMode_STREAMED
 		st.ans = newSSEAnswer(st)
 	} else {

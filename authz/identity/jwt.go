@@ -32,10 +32,15 @@ type jwtIssuer struct {
 	audienceVerified bool
 }
 
-func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client) (*jwtIssuer, error) {
+func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client, codeKeys []jose.JSONWebKey) (*jwtIssuer, error) {
 	iss := claimMapping(ic)
 	for _, a := range ic.Algorithms {
 		iss.algs = append(iss.algs, asymmetric[a])
+	}
+	if len(codeKeys) > 0 {
+		iss.keys = &keySet{}
+		iss.keys.cur.Store(&keySnapshot{keys: codeKeys, fetched: now()})
+		return iss, nil
 	}
 	if ic.JWKSFile != "" {
 		ks, err := loadKeyFile(ic.JWKSFile, now())
@@ -183,7 +188,7 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 		}
 	}
 	if payload == nil {
-		return Caller{}, fmt.Errorf("%w: signature does not verify (kid %q)", ErrTokenInvalid, trunc(hdr.KeyID))
+		return Caller{}, fmt.Errorf("%w: %w (kid %q)", ErrTokenInvalid, ErrBadSignature, trunc(hdr.KeyID))
 	}
 	var claims map[string]any
 	if err := json.Unmarshal(payload, &claims); err != nil || claims == nil {
@@ -269,7 +274,7 @@ func (iss *jwtIssuer) checkAudience(v any) error {
 			}
 		}
 	}
-	return fmt.Errorf("%w: audience not accepted", ErrTokenInvalid)
+	return fmt.Errorf("%w: %w", ErrTokenInvalid, ErrAudienceRejected)
 }
 
 // maxNumericDate is 9999-12-31: a later exp is a malformed token, not a long-lived one.

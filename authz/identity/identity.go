@@ -288,6 +288,30 @@ func (r *Resolver) VerifyToken(tok string) (Caller, error) {
 	return c, nil
 }
 
+// VerifyFor verifies a JWT as VerifyToken does, except that its aud must
+// name audience, whatever the issuer's configured audiences are: for a
+// client that asked an issuer for a token for one audience (an RFC 8693
+// exchange) and checks that this is what it got. The result is not cached
+// (nor looked up in the cache), so a token accepted for one audience is never
+// accepted for another through it.
+func (r *Resolver) VerifyFor(tok, audience string) (Caller, error) {
+	switch {
+	case audience == "":
+		return Anonymous(), fmt.Errorf("%w: %w: no audience to verify the token for", ErrTokenInvalid, ErrAudienceRejected)
+	case tok == "":
+		return Anonymous(), fmt.Errorf("%w: empty token", ErrTokenInvalid)
+	case len(tok) > maxTokenBytes:
+		return Anonymous(), fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes)
+	case !looksLikeJWS(tok):
+		return Anonymous(), fmt.Errorf("%w: not a JWT", ErrTokenInvalid)
+	}
+	c, err := r.verifyJWT(tok, r.now(), []string{audience})
+	if err != nil {
+		return Anonymous(), err
+	}
+	return c, nil
+}
+
 // bearer extracts the token of an `Authorization: Bearer` header. ok is false when
 // there is no Authorization header or it uses another scheme (which writ leaves to the
 // upstream); a Bearer header with no usable token is an error.
@@ -327,7 +351,7 @@ func (r *Resolver) identifyBearer(tok string) (Caller, error) {
 	}
 	if looksLikeJWS(tok) {
 		r.misses.Add(1)
-		c, err := r.verifyJWT(tok, now)
+		c, err := r.verifyJWT(tok, now, nil)
 		if err != nil {
 			return Caller{}, err
 		}

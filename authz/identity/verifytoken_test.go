@@ -62,4 +62,21 @@ func TestVerifyToken(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "subject_issuers[0]: its keys are given by the program") {
 		t.Errorf("code keys and a file: %v", err)
 	}
+
+	// VerifyFor: the audience named, not the configured ones, and no cache.
+	c3 := claimsAt(clock.Now())
+	c3["aud"] = []any{"x", "agent:b"}
+	forB := k.sign(t, c3)
+	if c, err := r2.VerifyFor(forB, "agent:b"); err != nil || c.AgentID != "payments-investigator" {
+		t.Errorf("VerifyFor agent:b = %+v, %v", c, err)
+	}
+	if _, err := r2.VerifyFor(forB, testAudience); !errors.Is(err, ErrAudienceRejected) {
+		t.Errorf("VerifyFor another audience: %v", err)
+	}
+	if _, err := r2.VerifyToken(forB); !errors.Is(err, ErrAudienceRejected) {
+		t.Errorf("a token VerifyFor accepted passes VerifyToken's configured audiences: %v", err)
+	}
+	if _, err := r2.VerifyFor(tok, ""); !errors.Is(err, ErrAudienceRejected) {
+		t.Errorf("VerifyFor no audience: %v", err)
+	}
 }

@@ -46,9 +46,9 @@ type fakeSTS struct {
 	*httptest.Server
 	key, other *ecdsa.PrivateKey
 	mode       atomic.Int32
-	lifetime   atomic.Int64 // seconds
-	exchanges  atomic.Int64 // token-exchange calls
-	clientCred atomic.Int64 // client_credentials calls
+	lifetime   atomic.Int64  // seconds
+	exchanges  atomic.Int64  // token-exchange calls
+	clientCred atomic.Int64  // client_credentials calls
 	gate       chan struct{} // when set, exchanges wait for it to close
 	mu         sync.Mutex
 	lastForm   url.Values

@@ -9,7 +9,13 @@ type counting struct {
 
 func (c *counting) Exchanged(Exchange) { c.n++ }
 
-type plain struct{ Nop }
+// plain is a Sink that does not take exchange events.
+type plain struct{}
+
+func (plain) Decided(Decision) {}
+func (plain) Served(Request)   {}
+func (plain) TaskChanged(Task) {}
+func (plain) Pushed(Push)      {}
 
 // TestBusExchanged: exchange events reach the subscribed sinks that take
 // them, and a sink that does not is left alone.

@@ -16,6 +16,7 @@ import (
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -183,14 +184,18 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 	}
 	hdr, pseudo := envoyreq.Headers(h.GetHeaders())
 	target := pseudo[":path"]
-	path, query, ok := envoyreq.SplitTarget(target)
+	raw, path, query, ok := envoyreq.SplitTarget(target)
 	if !ok {
 		return st.plain(http.StatusBadRequest, "writ: the request target "+strconv.Quote(target)+" is not readable"), nil
 	}
+	route, ok := st.route()
+	if !ok {
+		return st.plain(http.StatusInternalServerError, "writ: the route Envoy chose names more than one agent"), nil
+	}
 	_, rawQuery, _ := strings.Cut(target, "?")
 	st.remove = proxy.WritSpellings(hdr)
-	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, Query: query,
-		RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
+	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, RawPath: raw, Route: route,
+		Query: query, RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
 	if st.s.trusted != nil {
 		st.inc.Caller = envoyreq.VerifiedCaller(st.md, st.s.cfg.JWTAuthn.Namespace, st.s.trusted, st.s.ident, st.s.log)
@@ -236,6 +241,23 @@ func (st *stream) requestTrailers() (*extprocv3.ProcessingResponse, error) {
 	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_RequestTrailers{
 		RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
+}
+
+// route is the agent Envoy's route chose for this stream: the writ-agent
+// entry of the stream's initial gRPC metadata, which only Envoy's config sets
+// (ExtProcPerRoute.overrides.grpc_initial_metadata). ok is false for more
+// than one value, which names no one agent.
+func (st *stream) route() (string, bool) {
+	md, _ := metadata.FromIncomingContext(st.ctx)
+	switch v := md.Get(envoyreq.RouteKey); len(v) {
+	case 0:
+		return "", true
+	case 1:
+		return v[0], true
+	default:
+		st.s.log.Error("the ext_proc stream names more than one agent (writ-agent metadata); refused", "values", v)
+		return "", false
+	}
 }
 
 // decide admits the request and maps the outcome to Envoy's instruction for

@@ -68,10 +68,13 @@ type stream struct {
 	plan    *proxy.Plan // Forward only
 	sent    time.Time   // when the request went on to the agent
 
-	overrode bool   // writ asked for another response body mode
-	ans      answer // the answer's body, by kind
-	ev       events.Request
-	reported bool
+	overrode bool // writ asked for another response body mode
+	// answerHeaders are the names of the answer's headers as Envoy showed
+	// them: what a refusal in the answer's place removes.
+	answerHeaders []string
+	ans           answer // the answer's body, by kind
+	ev            events.Request
+	reported      bool
 }
 
 // answer consumes the body of the agent's answer, chunk by chunk.
@@ -366,6 +369,10 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		return headersResponse(nil), nil
 	}
 	hdr, pseudo := envoyreq.Headers(h.GetHeaders())
+	for k := range hdr {
+		st.answerHeaders = append(st.answerHeaders, strings.ToLower(k))
+	}
+	slices.Sort(st.answerHeaders)
 	code, _ := strconv.Atoi(pseudo[":status"])
 	st.ev.Status, st.ev.Upstream = code, time.Since(st.sent)
 	if d := st.attr(AttrCodeDetails); d != "" && d != "via_upstream" && code >= 500 {
@@ -408,7 +415,7 @@ func (st *stream) upstreamFailed(details string) *extprocv3.ProcessingResponse {
 	r, failure := st.plan.FailUpstream(strings.Contains(details, "timeout"))
 	st.ev.UpstreamFailure, st.ev.Status = failure, r.Status
 	st.ans = &jsonAnswer{st: st, done: true} // Envoy sends no more of it; were it to, it is dropped
-	common := replace(r)
+	common := replace(r, st.answerHeaders)
 	common.Status = extprocv3.CommonResponse_CONTINUE_AND_REPLACE
 	return headersResponse(common)
 }

@@ -7,10 +7,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy/extproc/extproctest"
 )
 
 // TestCanonicalForm: the one spelling of a path and a host writ routes on,
@@ -142,4 +144,48 @@ func TestSecurityCanonicalTarget(t *testing.T) {
 			t.Errorf("canonical kyc.example:8080: %d %s, kyc reached %d times", st, body, len(kyc.requests()))
 		}
 	})
+}
+
+// FuzzCanonicalPath: a path writ accepts as canonical is one every reading
+// agrees on — Envoy's normalisation (extproctest's model of normalize_path,
+// merge_slashes and escaped-slash rejection) leaves it as it is (but for the
+// case of its escapes' hex digits, which decode alike), and a route
+// covers its raw form (Envoy's path_separated_prefix) exactly when it covers
+// its decoded form (how writ matches) — so no router in front can send it to
+// another agent than writ decides for.
+func FuzzCanonicalPath(f *testing.F) {
+	for _, s := range []string{"/", "/kyc", "/kyc/", "/%6Byc/", "/kyc/../", "//kyc/", "/kyc%2F..", "/kyc%3A/x",
+		"/kyc%20", "/kycx", "/k%79c/t", "/kyc\\x", "/kyc/%2e"} {
+		f.Add(s)
+	}
+	envoy := &extproctest.Envoy{Normalize: true}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if nonCanonicalPath(raw) != "" || strings.ContainsAny(raw, "?#") {
+			return
+		}
+		if got := envoy.Routing("h", raw); got.Rejected || got.Target != upperEscapes(raw) {
+			t.Fatalf("canonical %q: Envoy normalises it to %q (rejected %v)", raw, got.Target, got.Rejected)
+		}
+		decoded, err := url.PathUnescape(raw)
+		if err != nil {
+			t.Fatalf("canonical %q does not decode: %v", raw, err)
+		}
+		rt := &route{prefix: "/kyc"}
+		_, writ := rt.prefixOf(decoded)
+		if envoyMatch := raw == "/kyc" || strings.HasPrefix(raw, "/kyc/"); envoyMatch != writ {
+			t.Fatalf("canonical %q: Envoy's /kyc route %v, writ's %v", raw, envoyMatch, writ)
+		}
+	})
+}
+
+// upperEscapes is raw with the hex digits of its escapes in upper case.
+func upperEscapes(raw string) string {
+	b := []byte(raw)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			copy(b[i+1:i+3], strings.ToUpper(string(b[i+1:i+3])))
+			i += 2
+		}
+	}
+	return string(b)
 }

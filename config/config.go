@@ -112,7 +112,18 @@ type Envoy struct {
 	// a larger answer is refused as the agent's fault (502). SSE streams are
 	// bounded per event (limits.max_event_bytes), not here.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// RequireRouteName (default true) refuses a request from Envoy whose route
+	// names no agent (writ-agent, README "Envoy mode"): Envoy chose the agent
+	// it forwards to, so writ decides for that agent and never re-derives it
+	// from bytes Envoy's router may have read differently. Off, a request
+	// without the name is routed by writ itself, and only when its raw path
+	// and authority are in canonical form.
+	RequireRouteName *bool `yaml:"require_route_name"`
 }
+
+// RequiresRouteName reports whether an Envoy request must name its agent
+// (envoy.require_route_name, default true).
+func (e *Envoy) RequiresRouteName() bool { return e.RequireRouteName == nil || *e.RequireRouteName }
 
 // DefaultMaxResponseBytes is envoy.max_response_bytes when unset.
 const DefaultMaxResponseBytes = 4 << 20
@@ -563,6 +574,8 @@ func (c *Config) Validate() error {
 		names[a.Name] = true
 		if !strings.HasPrefix(a.Route, "/") {
 			bad(key+".route", "must start with /, got %q", a.Route)
+		} else if why := nonCanonicalRoute(a.Route); why != "" {
+			bad(key+".route", "%q is not a plain path (%s): every router must read it alike", a.Route, why)
 		}
 		hosts := a.Hosts
 		if len(hosts) == 0 {
@@ -620,6 +633,26 @@ func (c *Config) Validate() error {
 	}
 	c.validateFacts(bad)
 	return ps.err()
+}
+
+// nonCanonicalRoute says why a route is not a plain path, "" when it is:
+// requests are routed on their canonical path (no percent-encoding of what
+// needs none, no dot segments, no repeated slashes), which such a route
+// could never match as written.
+func nonCanonicalRoute(r string) string {
+	if strings.ContainsAny(r, "%\\?#") {
+		return "no %, \\, ? or #"
+	}
+	segs := strings.Split(r[1:], "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return "no . or .. segments"
+		case seg == "" && i < len(segs)-1:
+			return "no repeated slashes"
+		}
+	}
+	return ""
 }
 
 // validHostPattern accepts a host name ("agents.bank.ae", "localhost", an IP
@@ -683,6 +716,10 @@ func (e *Envoy) applyDefaults() {
 	if e.ParseBody == nil {
 		on := true
 		e.ParseBody = &on
+	}
+	if e.RequireRouteName == nil {
+		on := true
+		e.RequireRouteName = &on
 	}
 	if e.JWTAuthn != nil && e.JWTAuthn.Namespace == "" {
 		e.JWTAuthn.Namespace = DefaultJWTAuthnNamespace

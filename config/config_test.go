@@ -84,6 +84,11 @@ func TestInvalid(t *testing.T) {
 			return strings.Replace(s, "security_schemes: [oauth2]", "security_schemes: [kerberos]", 1)
 		},
 		"agents[1].route": func(s string) string { return strings.Replace(s, "route: /kyc", "route: kyc", 1) },
+		// Routes are matched against canonical paths: one no canonical path
+		// can spell is refused.
+		"agents[1].route: \"/kyc/../x\"": func(s string) string { return strings.Replace(s, "route: /kyc", "route: /kyc/../x", 1) },
+		"agents[1].route: \"/%6Byc\"":    func(s string) string { return strings.Replace(s, "route: /kyc", "route: /%6Byc", 1) },
+		"agents[1].route: \"//kyc\"":     func(s string) string { return strings.Replace(s, "route: /kyc", "route: //kyc", 1) },
 		"agents[1].name": func(s string) string {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
@@ -131,7 +136,8 @@ func TestEnvoy(t *testing.T) {
 	}
 	e := c.Envoy
 	if e.Enabled() || !e.ParsesBody() || e.MaxRequestBytes != 0 || e.BodyLimit(c.Limits) != c.Limits.MaxBodyBytes || e.DryRun || e.AllowPartialBody ||
-		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes {
+		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes ||
+		!e.RequiresRouteName() {
 		t.Errorf("envoy defaults: %+v", e)
 	}
 	c, err = Parse([]byte(good + `envoy:
@@ -143,13 +149,14 @@ func TestEnvoy(t *testing.T) {
   jwt_authn: {issuers: [https://idp.bank.ae]}
   ext_proc_listen: 127.0.0.1:9193
   max_response_bytes: 65536
+  require_route_name: false
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e = c.Envoy
 	if !e.Enabled() || e.ParsesBody() || e.BodyLimit(c.Limits) != 8192 || e.JWTAuthn.Namespace != DefaultJWTAuthnNamespace ||
-		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 {
+		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 || e.RequiresRouteName() {
 		t.Errorf("envoy: %+v", e)
 	}
 	for key, section := range map[string]string{
@@ -167,6 +174,7 @@ func TestEnvoy(t *testing.T) {
 		"envoy.ext_proc_listen: \"127.0.0.1:8":                "envoy: {ext_proc_listen: '127.0.0.1:8081'}",
 		"envoy.max_response_bytes: must":                      "envoy: {max_response_bytes: -1}",
 		"envoy.max_response_bytes: 33554433":                  "envoy: {max_response_bytes: 33554433}",
+		"envoy.require_route_name: must be true or false":     "envoy: {require_route_name: maybe}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

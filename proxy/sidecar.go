@@ -58,7 +58,7 @@ func (s *Sidecar) HTTPServer(addr string) *http.Server {
 func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w := &statusWriter{ResponseWriter: rw}
-	inc := Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr,
+	inc := Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, RawPath: rawPath(r), Host: r.Host, RemoteAddr: r.RemoteAddr,
 		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header, Chunked: len(r.TransferEncoding) > 0,
 		TLS: r.TLS != nil}
 	if r.TLS != nil {
@@ -81,6 +81,16 @@ func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	ev.Status, ev.Duration = w.status, time.Since(start)
 	s.core.events.Served(ev)
+}
+
+// rawPath is r's path as it arrived: the origin-form request target (HTTP/2:
+// :path) before '?', or for any other form the URL's escaped path.
+func rawPath(r *http.Request) string {
+	if t := r.RequestURI; strings.HasPrefix(t, "/") {
+		p, _, _ := strings.Cut(t, "?")
+		return p
+	}
+	return r.URL.EscapedPath()
 }
 
 // writeRendered writes a whole answer writ made.

@@ -125,6 +125,9 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 	}
 	out.Header = inc.Header.Clone()
 	stripHop(out.Header)
+	for _, k := range p.Drop {
+		out.Header.Del(k)
+	}
 	for k, v := range p.Header {
 		out.Header[k] = v
 	}
@@ -148,7 +151,7 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		return
 	}
 	defer resp.Body.Close()
-	stream, refused := p.Reads(resp.Header.Get("Content-Type"))
+	stream, refused := p.Reads(resp.Header)
 	if refused != nil {
 		writeRendered(w, *refused, "")
 		return

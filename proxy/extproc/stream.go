@@ -291,7 +291,7 @@ func (st *stream) decide(onBody bool, received []byte) *extprocv3.ProcessingResp
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(k, p.Header.Get(k)))
 		set[strings.ToLower(k)] = true
 	}
-	for _, k := range st.remove {
+	for _, k := range append(slices.Clone(st.remove), p.Drop...) {
 		if !set[strings.ToLower(k)] {
 			mut.RemoveHeaders = append(mut.RemoveHeaders, strings.ToLower(k))
 		}
@@ -379,7 +379,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		return st.upstreamFailed(d), nil
 	}
 	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(proxy.DecisionHeader, st.out.DecisionID)}}
-	stream, refused := st.plan.Reads(hdr.Get("Content-Type"))
+	stream, refused := st.plan.Reads(hdr)
 	if refused != nil {
 		// Replaced while Envoy still holds the headers; the body that
 		// follows is dropped.

@@ -82,8 +82,8 @@ var Chunkings = []Chunking{
 type Envoy struct {
 	Client extprocv3.ExternalProcessorClient
 	Routes []Route
-	// HTTP carries the forwarded requests (nil: a client without proxy or
-	// redirects).
+	// HTTP carries the forwarded requests (nil: a client without proxy,
+	// redirects or compression of its own, as Envoy's router).
 	HTTP *http.Client
 
 	// RequestBodyMode and ResponseBodyMode are the configured
@@ -119,7 +119,9 @@ func (e *Envoy) client() *http.Client {
 	if e.HTTP != nil {
 		return e.HTTP
 	}
-	return &http.Client{Transport: &http.Transport{Proxy: nil},
+	// Envoy's router neither asks the agent for a coding nor decodes one:
+	// the request goes with the headers it has, the answer comes as sent.
+	return &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 

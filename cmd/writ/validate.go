@@ -224,7 +224,7 @@ func unverifiedClaims(tok string) (map[string]any, error) {
 	if len(parts) != 3 {
 		return nil, errors.New("not a JWT (three base64url parts)")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil {
 		return nil, fmt.Errorf("the payload is not base64url: %w", err)
 	}

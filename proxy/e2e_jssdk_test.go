@@ -2,12 +2,13 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/writ-authz/writ/adapters"
 	"strings"
 	"testing"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/peers"
+	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -192,5 +193,51 @@ func TestJSAgentLifecycleAndVisibility(t *testing.T) {
 	}
 	if n, m := count(inv), count(outsider); n != 3 || m != 0 {
 		t.Fatalf("directory: investigator %d, outsider %d", n, m)
+	}
+}
+
+// TestCallerHeaderNonASCIIReadsTheSameInNode: a caller whose agent id, user
+// and chain carry characters outside ASCII (Latin-1, CJK, an astral emoji)
+// reaches the real JS SDK agent with a Writ-Caller header that Node — which
+// decodes header bytes as Latin-1 — parses to the very same agent id.
+//
+// Threat: a header that servers decode differently: writ wrote UTF-8 bytes,
+// Node and Python read them as Latin-1, so the agent trusts an agent name
+// other than the one writ verified (and a crafted name could read as another
+// agent's). Defence: every header value writ writes is ASCII; Writ-Caller
+// escapes everything else inside its JSON (\uXXXX).
+func TestCallerHeaderNonASCIIReadsTheSameInNode(t *testing.T) {
+	peers.EnsureNode(t)
+	up := peers.StartJSAgent(t, "sanctions", "")
+	h := newHarness(t, []config.Agent{sanctionsAgent(up)}, nil)
+	const agent = "bänk-agent-名-😀"
+	tok := h.token(caller{agent: agent, user: "ü-42", tenant: "wholesale", class: "internal", scopes: "delegate",
+		chain: []string{"orchestrâtor"}})
+	if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
+		t.Fatalf("send: %s", a.raw)
+	}
+	var seen *seedagents.Observed
+	for _, o := range peers.JSAgentRequests(t, up) {
+		if o.Method == "SendMessage" {
+			seen = &o
+		}
+	}
+	if seen == nil {
+		t.Fatal("the agent saw no SendMessage")
+	}
+	for i := 0; i < len(seen.Caller); i++ {
+		if c := seen.Caller[i]; c < 0x20 || c > 0x7e {
+			t.Fatalf("Writ-Caller has byte %#x at %d: %q", c, i, seen.Caller)
+		}
+	}
+	if seen.CallerAgentID != agent {
+		t.Fatalf("Node read agent_id %q, writ verified %q (header %q)", seen.CallerAgentID, agent, seen.Caller)
+	}
+	var doc struct {
+		UserID string   `json:"user_id"`
+		Chain  []string `json:"chain"`
+	}
+	if err := json.Unmarshal([]byte(seen.Caller), &doc); err != nil || doc.UserID != "ü-42" || len(doc.Chain) != 1 || doc.Chain[0] != "orchestrâtor" {
+		t.Fatalf("header %q: %+v %v", seen.Caller, doc, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -186,5 +187,24 @@ func pushConfig(p *wirePush, d dialect, where string) (*task.PushConfig, *task.F
 			out.AuthScheme = a.Schemes[0]
 		}
 	}
+	if f := pushHeaderValues(out, where); f != nil {
+		return nil, f
+	}
 	return out, nil
+}
+
+// pushHeaderValues refuses a push config whose token, credentials or scheme
+// writ could not write as the same header to every receiver
+// (wire.HeaderValue): they go into the notification's headers
+// (NotificationHeaders). The fault names the field, never its value.
+func pushHeaderValues(p *task.PushConfig, where string) *task.Fault {
+	switch {
+	case p.Token != "" && !wire.HeaderValue(p.Token):
+		return invalid("%s.token must be printable ASCII without leading or trailing spaces (it is sent as a header)", where)
+	case p.Credentials != "" && !wire.HeaderValue(p.Credentials):
+		return invalid("%s.authentication.credentials must be printable ASCII without leading or trailing spaces (it is sent as a header)", where)
+	case p.AuthScheme != "" && !wire.HeaderToken(p.AuthScheme):
+		return invalid("%s.authentication: the scheme is not an HTTP authentication scheme (a token)", where)
+	}
+	return nil
 }

@@ -19,7 +19,7 @@
 // Serves JSON-RPC at POST /, HTTP+JSON (REST) at the 1.0 paths (/message:send, ...),
 // the card at /.well-known/agent-card.json (its interfaces advertise --card-url, by
 // default this server), and GET /_writ/requests: the requests received so far (the
-// last 1000; {method, path, header, caller, taskId}). legacyCompat is off: requests
+// last 1000; {method, path, header, caller, callerAgentId, taskId}). legacyCompat is off: requests
 // without `A2A-Version: 1.0` are refused with -32009.
 //
 // Binds 127.0.0.1 only. Prints exactly one line, `READY <port>`, to stdout once
@@ -122,6 +122,9 @@ function record(req) {
     (header[req.rawHeaders[i]] ||= []).push(req.rawHeaders[i + 1]);
   }
   const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '' };
+  // The caller's agent id as this server reads it: Node decodes header bytes as
+  // Latin-1, so only an ASCII header reads as writ wrote it.
+  try { o.callerAgentId = JSON.parse(o.caller).agent_id ?? ''; } catch { o.callerAgentId = ''; }
   seen.push(o);
   if (seen.length > MAX_SEEN) seen.shift();
   return o;

@@ -170,7 +170,8 @@ func pushConfig(p *wirePush, d dialect, where string) (*task.PushConfig, *task.F
 	}
 	u, err := url.Parse(p.URL)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, invalid("%s.url %q is not an absolute URL", where, p.URL)
+		// Not quoted: a URL's userinfo, path or query may carry a credential.
+		return nil, invalid("%s.url is not an absolute URL", where)
 	}
 	out := &task.PushConfig{ID: p.ID, URL: p.URL, Token: p.Token}
 	if a := p.Authentication; a != nil {

@@ -155,6 +155,13 @@ func (ks *keySet) refetch(seen *keySnapshot, minInterval time.Duration) (*keySna
 		return seen, err
 	}
 	ks.lastErr = nil
+	for _, k := range keys {
+		if IsDevelopmentKey(k) {
+			// Logged at every fetch that still finds it, not only the first.
+			slog.Warn("identity: the JWKS holds writ's development key: anyone with the key directory of writ dev signs any caller; never use it in production",
+				"url", ks.url, "kid", k.KeyID)
+		}
+	}
 	snap := &keySnapshot{keys: keys, fetched: now}
 	ks.cur.Store(snap)
 	return snap, nil

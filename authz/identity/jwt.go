@@ -19,7 +19,10 @@ import (
 
 // jwtIssuer is one configured issuer with its defaults applied.
 type jwtIssuer struct {
-	name                 string
+	name string
+	// key is the issuer's configuration key (identity.jwt[i]); "" for the
+	// claim mapping of an issuer Envoy verified.
+	key                  string
 	algs                 []jose.SignatureAlgorithm
 	audiences            []string
 	leeway               time.Duration
@@ -34,6 +37,7 @@ type jwtIssuer struct {
 
 func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client) (*jwtIssuer, error) {
 	iss := claimMapping(ic)
+	iss.key = key
 	for _, a := range ic.Algorithms {
 		iss.algs = append(iss.algs, asymmetric[a])
 	}

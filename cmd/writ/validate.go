@@ -66,6 +66,9 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	if !*offline {
 		v.jwksURLs(ctx)
 	}
+	for _, u := range res.DevelopmentUses() {
+		v.warnf(u.Key, "%s", u.Msg)
+	}
 	if *token != "" {
 		v.sampleToken(ctx, res, *token)
 	}
@@ -156,6 +159,12 @@ func (v *validation) jwksURLs(ctx context.Context) {
 		var set jose.JSONWebKeySet
 		if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) == 0 {
 			v.errorf(v.cfg.Line(key), key, "answers no JSON Web Key Set (%d bytes)", len(raw))
+			continue
+		}
+		for _, k := range set.Keys {
+			if identity.IsDevelopmentKey(k) {
+				v.warnf(key, "its JWKS holds writ's development key (kid %q): anyone with the key directory of writ dev signs any caller as %s", k.KeyID, iss.Issuer)
+			}
 		}
 	}
 }

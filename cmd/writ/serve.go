@@ -153,10 +153,17 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	undo = append(undo, func() { sc.adminLn.Close() })
+	var adminToken string
+	if cfg.AdminTokenFile != "" {
+		if adminToken, err = admin.LoadToken(cfg.AdminTokenFile); err != nil {
+			return nil, err
+		}
+	}
 	sc.srv = sc.sidecar.HTTPServer(sc.ln.Addr().String())
 	sc.admin = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(admin.Deps{Engine: engine,
 		Reloader: reloader, Store: store, StoreReady: store.ping, Ready: core.Ready, Metrics: met.Handler(),
-		Pprof: cfg.AdminPprof, Logger: log}),
+		Pprof: cfg.AdminPprof, Logger: log, Addrs: []string{cfg.Admin, sc.adminLn.Addr().String()},
+		Hosts: cfg.AdminHosts, Token: adminToken}),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if cfg.Envoy.Enabled() {
 		if err := sc.startEnvoy(); err != nil {

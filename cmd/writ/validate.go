@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/writ-authz/writ/admin"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -55,6 +56,12 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	v.cfg = cfg
 	for _, w := range cfg.Warnings() {
 		v.problem("warning", w)
+	}
+	if cfg.AdminTokenFile != "" {
+		// Read as writ serve reads it at start: a token it would refuse fails here.
+		if _, err := admin.LoadToken(cfg.AdminTokenFile); err != nil {
+			v.errorf(cfg.Line("admin_token_file"), "", "%v", err) // the error names the key
+		}
 	}
 	ctx := context.Background()
 	res, err := identity.New(cfg.Identity)

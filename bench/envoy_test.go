@@ -124,7 +124,8 @@ func TestLoadDoors(t *testing.T) {
 // answer passed on.
 func TestExtProcStreamAnswers(t *testing.T) {
 	_, procAddr := envoyDoors(t)
-	msgs, err := loadgen.Stream(benchCheck(t, false), loadgen.PhaseBoth)
+	cr := benchCheck(t, false)
+	msgs, err := loadgen.Stream(cr, loadgen.PhaseBoth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestExtProcStreamAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	s, err := extprocv3.NewExternalProcessorClient(conn).Process(context.Background())
+	s, err := extprocv3.NewExternalProcessorClient(conn).Process(loadgen.StreamContext(context.Background(), cr))
 	if err != nil {
 		t.Fatal(err)
 	}

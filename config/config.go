@@ -134,7 +134,18 @@ type Envoy struct {
 	// a larger answer is refused as the agent's fault (502). SSE streams are
 	// bounded per event (limits.max_event_bytes), not here.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// RequireRouteName (default true) refuses a request from Envoy whose route
+	// names no agent (writ-agent, README "Envoy mode"): Envoy chose the agent
+	// it forwards to, so writ decides for that agent and never re-derives it
+	// from bytes Envoy's router may have read differently. Off, a request
+	// without the name is routed by writ itself, and only when its raw path
+	// and authority are in canonical form.
+	RequireRouteName *bool `yaml:"require_route_name"`
 }
+
+// RequiresRouteName reports whether an Envoy request must name its agent
+// (envoy.require_route_name, default true).
+func (e *Envoy) RequiresRouteName() bool { return e.RequireRouteName == nil || *e.RequireRouteName }
 
 // DefaultMaxResponseBytes is envoy.max_response_bytes when unset.
 const DefaultMaxResponseBytes = 4 << 20
@@ -182,6 +193,13 @@ func (e *Envoy) ParsesBody() bool { return e.ParseBody == nil || *e.ParseBody }
 // filter.
 const DefaultJWTAuthnNamespace = "envoy.filters.http.jwt_authn"
 
+// The bounds of limits.max_referenced_tasks: the default, and the most a
+// config may set (each referenced task is a store read of one request).
+const (
+	DefaultMaxReferencedTasks = 16
+	MaxReferencedTasksCeiling = 256
+)
+
 // Limits bound every request writ handles.
 type Limits struct {
 	// MaxBodyBytes is the largest request body (default 1 MiB).
@@ -200,6 +218,11 @@ type Limits struct {
 	StreamIdleTimeout time.Duration `yaml:"stream_idle_timeout"`
 	// MaxEventBytes bounds one upstream SSE event (default 4 MiB).
 	MaxEventBytes int `yaml:"max_event_bytes"`
+	// MaxReferencedTasks bounds the tasks one message may reference (A2A
+	// referenceTaskIds; default 16, at most MaxReferencedTasksCeiling). Each
+	// distinct id costs one lifecycle store read before the decision, so the
+	// bound is what one request may cost; a message over it is refused.
+	MaxReferencedTasks int `yaml:"max_referenced_tasks"`
 	// CardCacheTTL is how long an agent's card is served from cache (default 1m).
 	CardCacheTTL time.Duration `yaml:"card_cache_ttl"`
 	// CardFetchTimeout bounds one fetch of an agent's card (default 10s).
@@ -451,6 +474,9 @@ func (c *Config) applyDefaults() {
 	if l.MaxEventBytes == 0 {
 		l.MaxEventBytes = 4 << 20
 	}
+	if l.MaxReferencedTasks == 0 {
+		l.MaxReferencedTasks = DefaultMaxReferencedTasks
+	}
 	def(&l.ReadHeaderTimeout, 5*time.Second)
 	def(&l.ReadTimeout, 30*time.Second)
 	def(&l.UpstreamTimeout, 60*time.Second)
@@ -522,6 +548,10 @@ func (c *Config) Validate() error {
 	if l.MaxBodyBytes < 0 || l.MaxJSONDepth < 0 || l.MaxHeaderBytes < 0 || l.MaxEventBytes < 0 {
 		bad("limits", "sizes must be positive")
 	}
+	if l.MaxReferencedTasks < 0 || l.MaxReferencedTasks > MaxReferencedTasksCeiling {
+		bad("limits.max_referenced_tasks", "must be from 1 to %d (0: the default, %d), not %d",
+			MaxReferencedTasksCeiling, DefaultMaxReferencedTasks, l.MaxReferencedTasks)
+	}
 	for key, d := range map[string]time.Duration{"limits.read_header_timeout": l.ReadHeaderTimeout,
 		"limits.read_timeout": l.ReadTimeout, "limits.upstream_timeout": l.UpstreamTimeout,
 		"limits.stream_idle_timeout": l.StreamIdleTimeout, "lifecycle.ttl": c.Lifecycle.TTL,
@@ -576,6 +606,8 @@ func (c *Config) Validate() error {
 		names[a.Name] = true
 		if !strings.HasPrefix(a.Route, "/") {
 			bad(key+".route", "must start with /, got %q", a.Route)
+		} else if why := nonCanonicalRoute(a.Route); why != "" {
+			bad(key+".route", "%q is not a plain path (%s): every router must read it alike", a.Route, why)
 		}
 		hosts := a.Hosts
 		if len(hosts) == 0 {
@@ -633,6 +665,26 @@ func (c *Config) Validate() error {
 	}
 	c.validateFacts(bad)
 	return ps.err()
+}
+
+// nonCanonicalRoute says why a route is not a plain path, "" when it is:
+// requests are routed on their canonical path (no percent-encoding of what
+// needs none, no dot segments, no repeated slashes), which such a route
+// could never match as written.
+func nonCanonicalRoute(r string) string {
+	if strings.ContainsAny(r, "%\\?#") {
+		return "no %, \\, ? or #"
+	}
+	segs := strings.Split(r[1:], "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return "no . or .. segments"
+		case seg == "" && i < len(segs)-1:
+			return "no repeated slashes"
+		}
+	}
+	return ""
 }
 
 // validHostPattern accepts a host name ("agents.bank.ae", "localhost", an IP
@@ -696,6 +748,10 @@ func (e *Envoy) applyDefaults() {
 	if e.ParseBody == nil {
 		on := true
 		e.ParseBody = &on
+	}
+	if e.RequireRouteName == nil {
+		on := true
+		e.RequireRouteName = &on
 	}
 	if e.JWTAuthn != nil && e.JWTAuthn.Namespace == "" {
 		e.JWTAuthn.Namespace = DefaultJWTAuthnNamespace

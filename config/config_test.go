@@ -46,7 +46,7 @@ func TestDefaultsAndRouting(t *testing.T) {
 		t.Errorf("push defaults: %+v", c.Push)
 	}
 	if c.Listen != "127.0.0.1:8081" || c.Admin != DefaultAdmin || c.Limits.MaxBodyBytes != 1<<20 ||
-		c.Limits.ReadHeaderTimeout != 5*time.Second || c.Lifecycle.UnknownTasks != "deny" || c.DefaultClassification != "internal" {
+		c.Limits.ReadHeaderTimeout != 5*time.Second || c.Limits.MaxReferencedTasks != 16 || c.Lifecycle.UnknownTasks != "deny" || c.DefaultClassification != "internal" {
 		t.Errorf("defaults: %+v", c)
 	}
 	a := c.Agents[0]
@@ -84,6 +84,11 @@ func TestInvalid(t *testing.T) {
 			return strings.Replace(s, "security_schemes: [oauth2]", "security_schemes: [kerberos]", 1)
 		},
 		"agents[1].route": func(s string) string { return strings.Replace(s, "route: /kyc", "route: kyc", 1) },
+		// Routes are matched against canonical paths: one no canonical path
+		// can spell is refused.
+		"agents[1].route: \"/kyc/../x\"": func(s string) string { return strings.Replace(s, "route: /kyc", "route: /kyc/../x", 1) },
+		"agents[1].route: \"/%6Byc\"":    func(s string) string { return strings.Replace(s, "route: /kyc", "route: /%6Byc", 1) },
+		"agents[1].route: \"//kyc\"":     func(s string) string { return strings.Replace(s, "route: /kyc", "route: //kyc", 1) },
 		"agents[1].name": func(s string) string {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
@@ -96,6 +101,12 @@ func TestInvalid(t *testing.T) {
 		"push: bounds ":                       func(s string) string { return s + "push:\n  max_in_flight_per_owner: -1\n" },
 		"decision_log.format":                 func(s string) string { return s + "decision_log:\n  format: syslog\n" },
 		"agents: at least one":                func(string) string { return "listen: 127.0.0.1:1\n" },
+		"limits.max_referenced_tasks: must be from 1 to 256": func(s string) string {
+			return s + "limits:\n  max_referenced_tasks: -1\n"
+		},
+		"limits.max_referenced_tasks: must be from 1 to 256 ": func(s string) string {
+			return s + "limits:\n  max_referenced_tasks: 257\n"
+		},
 	} {
 		_, err := Parse([]byte(mutate(good)))
 		if err == nil || !strings.Contains(err.Error(), key) {
@@ -125,7 +136,8 @@ func TestEnvoy(t *testing.T) {
 	}
 	e := c.Envoy
 	if e.Enabled() || !e.ParsesBody() || e.MaxRequestBytes != 0 || e.BodyLimit(c.Limits) != c.Limits.MaxBodyBytes || e.DryRun || e.AllowPartialBody ||
-		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes {
+		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes ||
+		!e.RequiresRouteName() {
 		t.Errorf("envoy defaults: %+v", e)
 	}
 	c, err = Parse([]byte(good + `envoy:
@@ -137,13 +149,14 @@ func TestEnvoy(t *testing.T) {
   jwt_authn: {issuers: [https://idp.bank.ae]}
   ext_proc_listen: 127.0.0.1:9193
   max_response_bytes: 65536
+  require_route_name: false
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e = c.Envoy
 	if !e.Enabled() || e.ParsesBody() || e.BodyLimit(c.Limits) != 8192 || e.JWTAuthn.Namespace != DefaultJWTAuthnNamespace ||
-		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 {
+		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 || e.RequiresRouteName() {
 		t.Errorf("envoy: %+v", e)
 	}
 	for key, section := range map[string]string{
@@ -161,6 +174,7 @@ func TestEnvoy(t *testing.T) {
 		"envoy.ext_proc_listen: \"127.0.0.1:8":                "envoy: {ext_proc_listen: '127.0.0.1:8081'}",
 		"envoy.max_response_bytes: must":                      "envoy: {max_response_bytes: -1}",
 		"envoy.max_response_bytes: 33554433":                  "envoy: {max_response_bytes: 33554433}",
+		"envoy.require_route_name: must be true or false":     "envoy: {require_route_name: maybe}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {

@@ -29,6 +29,9 @@ const (
 	missingTask    = "unknown_task"
 	missingEvicted = "evicted_task"
 	missingContext = "foreign_context"
+	// missingReference: a task the message references is not the caller's,
+	// or writ never saw it (the two are one answer).
+	missingReference = "unowned_reference"
 )
 
 // lookup loads the lifecycle record of the task the request continues, and
@@ -38,6 +41,9 @@ const (
 // evicted while another caller owned it, a context another caller owns. A
 // store that cannot answer refuses the request.
 func (c *Core) lookup(ctx context.Context, x *exchange) (string, *task.Fault) {
+	if why, f := c.references(ctx, x); why != "" || f != nil {
+		return why, f
+	}
 	if ctxID := x.req.ContextID; ctxID != "" {
 		owner, ok, err := c.store.Context(ctx, task.Ref{Agent: x.rt.agent.Name, ID: ctxID})
 		if err != nil {
@@ -70,6 +76,49 @@ func (c *Core) lookup(ctx context.Context, x *exchange) (string, *task.Fault) {
 	}
 	if evicted && !task.SameOwner(owner, ownerOf(x)) {
 		return missingEvicted, nil
+	}
+	return "", nil
+}
+
+// references checks the tasks a message references (A2A referenceTaskIds):
+// an agent loads each into the context it answers from (the JS SDK's
+// DefaultRequestHandler and a2a-go's ReferencedTasksLoader both do), so each
+// is read as the task itself would be, and must be the caller's. A
+// reference to a task writ never saw is answered exactly like one to another
+// caller's task, and lifecycle.unknown_tasks does not apply: writ cannot say
+// whose an unseen task is, the agent would load it if it exists, and letting
+// only unseen ones through would tell a caller which ids are someone else's.
+// Nothing of a reference is ever recorded or claimed. Every distinct id is
+// read whatever the others are (one store read each, foreign or unknown
+// alike), then the first one not owned is named, in the request's order.
+// More references than limits.max_referenced_tasks are refused before any
+// read.
+func (c *Core) references(ctx context.Context, x *exchange) (string, *task.Fault) {
+	if x.req.Message == nil || len(x.req.Message.References) == 0 {
+		return "", nil
+	}
+	refs := x.req.Message.References
+	if n, limit := len(refs), c.cfg.Limits.MaxReferencedTasks; n > limit {
+		return "", task.NewFault(task.KindInvalidParams,
+			fmt.Sprintf("the message references %d tasks; at most %d are accepted", n, limit))
+	}
+	owner := ownerOf(x)
+	owned := make(map[string]bool, len(refs))
+	for _, id := range refs {
+		if _, read := owned[id]; read {
+			continue
+		}
+		rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
+		if err != nil {
+			return "", c.storeDown("looking up a referenced task", err)
+		}
+		owned[id] = ok && task.SameOwner(rec.Task.Owner, owner)
+	}
+	for _, id := range refs {
+		if !owned[id] {
+			x.missingID = id
+			return missingReference, nil
+		}
 	}
 	return "", nil
 }

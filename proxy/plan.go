@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -41,6 +42,11 @@ type Plan struct {
 	// Streams is set when the operation answers with a stream (no answer
 	// timeout applies).
 	Streams bool
+	// Drop names the caller's headers the forwarded request must not carry:
+	// Accept-Encoding where writ reads the agent's answer, since it reads
+	// answers only in the identity coding (Reads refuses any other), so the
+	// caller may not ask the agent for one.
+	Drop []string
 
 	pushAttached bool
 	// invalid counts answers (or stream events) not valid for their protocol.
@@ -72,6 +78,9 @@ func (c *Core) forward(x *exchange) Outcome {
 	}
 	p := &Plan{core: c, x: x, Method: x.inc.Method, URL: &target, Body: body, Streams: streams(x.req.Operation),
 		Header: http.Header{CallerHeader: {callerHeader(x.caller)}, DecisionHeader: {x.dec.ID}}}
+	if _, reads := x.edge.(adapters.Answers); reads {
+		p.Drop = []string{"Accept-Encoding"}
+	}
 	return Outcome{Kind: Forward, Plan: p, DecisionID: x.dec.ID, DryRun: x.dec.DryRun, Denials: x.dec.Denials,
 		Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
 }
@@ -167,6 +176,75 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		body = rewritten
 	}
 	return body, nil
+}
+
+// RewritesAnswer reports whether writ rewrites the agent's answer to op
+// before the caller sees it: a listing filtered to the caller's own tasks,
+// the extended card rewritten as the public one is. Such an answer must be
+// read whole, and read by writ, or not reach the caller at all.
+func RewritesAnswer(op task.Operation) bool { return op == task.OpList || op == task.OpExtendedCard }
+
+// Reads says how the agent's answer, by its headers, is read: as an SSE
+// stream (Relay) or whole (Answer). refused is set (and the answer counted
+// invalid) when it may be read neither way, and then replaces it:
+//   - an answer writ reads in a content coding (gzip, br, ...): writ reads
+//     the identity coding only (and drops the caller's Accept-Encoding, see
+//     Drop), so a coded stream would pass unobserved and a coded listing
+//     unfiltered;
+//   - a stream in answer to an operation that does not stream: relayed, a
+//     listing would pass unfiltered and the extended card unrewritten, and
+//     the caller's client expects one answer;
+//   - an answer writ rewrites in a content type that is not JSON: writ reads
+//     it as JSON (strictly, see adapters.Answers), and a client that reads
+//     the type it names could see what writ did not. Go's net/http names a
+//     JSON body written without a Content-Type text/plain (a2a-go's
+//     JSON-RPC handler answers so): that, and no type, are read as JSON.
+func (p *Plan) Reads(answer http.Header) (stream bool, refused *wire.Rendered) {
+	contentType := answer.Get("Content-Type")
+	mt, _, err := mime.ParseMediaType(contentType)
+	if contentType == "" {
+		mt, err = "", nil
+	}
+	_, reads := p.x.edge.(adapters.Answers)
+	switch {
+	case reads && coded(answer):
+		p.invalid++
+		p.core.log.Warn("the agent's answer has a content coding writ does not read; refused",
+			"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "content_encoding", answer.Values("Content-Encoding"))
+		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
+		return false, &out
+	case err == nil && mt == "text/event-stream":
+		if p.Streams {
+			return true, nil
+		}
+	case !RewritesAnswer(p.x.req.Operation):
+		return false, nil
+	case err == nil && (mt == "" || mt == "text/plain" || mt == "application/json" || strings.HasSuffix(mt, "+json")):
+		return false, nil
+	}
+	p.invalid++
+	p.core.log.Warn("the agent's answer has a content type writ does not read for this operation; refused",
+		"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "content_type", contentType)
+	out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
+	return false, &out
+}
+
+// coded reports whether an answer names a content coding other than identity.
+func coded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isEventStream reports whether a content type is SSE's.
+func isEventStream(ct string) bool {
+	mt, _, err := mime.ParseMediaType(ct)
+	return err == nil && mt == "text/event-stream"
 }
 
 // Relay passes an upstream SSE answer on event by event, observing each.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -59,7 +58,7 @@ func (s *Sidecar) HTTPServer(addr string) *http.Server {
 func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w := &statusWriter{ResponseWriter: rw}
-	inc := Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr,
+	inc := Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, RawPath: rawPath(r), Host: r.Host, RemoteAddr: r.RemoteAddr,
 		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header, Chunked: len(r.TransferEncoding) > 0,
 		TLS: r.TLS != nil}
 	if r.TLS != nil {
@@ -82,6 +81,16 @@ func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 	ev.Status, ev.Duration = w.status, time.Since(start)
 	s.core.events.Served(ev)
+}
+
+// rawPath is r's path as it arrived: the origin-form request target (HTTP/2:
+// :path) before '?', or for any other form the URL's escaped path.
+func rawPath(r *http.Request) string {
+	if t := r.RequestURI; strings.HasPrefix(t, "/") {
+		p, _, _ := strings.Cut(t, "?")
+		return p
+	}
+	return r.URL.EscapedPath()
 }
 
 // writeRendered writes a whole answer writ made.
@@ -116,6 +125,9 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 	}
 	out.Header = inc.Header.Clone()
 	stripHop(out.Header)
+	for _, k := range p.Drop {
+		out.Header.Del(k)
+	}
 	for k, v := range p.Header {
 		out.Header[k] = v
 	}
@@ -139,7 +151,12 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		return
 	}
 	defer resp.Body.Close()
-	if isEventStream(resp.Header.Get("Content-Type")) {
+	stream, refused := p.Reads(resp.Header)
+	if refused != nil {
+		writeRendered(w, *refused, "")
+		return
+	}
+	if stream {
 		s.relay(ctx, w, r, p, resp, cancel, ev)
 		return
 	}
@@ -156,7 +173,7 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		writeRendered(w, p.Fail(task.NewFault(kind, "reading the agent's answer failed")), "")
 		return
 	}
-	body, refused := p.Answer(r.Context(), resp.StatusCode, body)
+	body, refused = p.Answer(r.Context(), resp.StatusCode, body)
 	if refused != nil {
 		writeRendered(w, *refused, "")
 		return
@@ -234,11 +251,6 @@ func setForwarded(h http.Header, inc Incoming) {
 		proto = "https"
 	}
 	h.Set("X-Forwarded-Proto", proto)
-}
-
-func isEventStream(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
 }
 
 func isTimeout(err error) bool {

@@ -227,6 +227,9 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 			return req, invalid("params: %s", wire.TypeError(err))
 		}
 	}
+	if f := resolveTenant(&p, in, ""); f != nil {
+		return req, f
+	}
 	d := rpc03
 	if req.Protocol.Version == V10 {
 		d = v10
@@ -239,12 +242,7 @@ func parseRPC(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request,
 
 // fill validates the params of req.Operation and copies them into req.
 func fill(req *task.Request, p *wireParams, d dialect, in wire.Inbound) *task.Fault {
-	if p.Tenant != "" {
-		if f := plainName("tenant", p.Tenant); f != nil {
-			return f
-		}
-	}
-	req.Tenant = p.Tenant
+	req.Tenant = p.Tenant // as resolveTenant decided it
 	req.Metadata = p.Metadata
 	metas := []map[string]any{p.Metadata}
 	switch req.Operation {

@@ -20,12 +20,73 @@ func dialectOf(req *task.Request) dialect {
 	return rpc03
 }
 
+// The guards an agent's answer passes before writ reads it, as paramsCase
+// and envelopeKeys guard a request: the JSON-RPC response object's members,
+// the fields of the results writ reads (a task, a message, a stream event, a
+// listing) and of an error object.
+var (
+	answerKeys  = []string{"jsonrpc", "id", "result", "error"}
+	resultCase  = wire.FieldCaseOf(wireResult{})
+	rpcErrCase  = wire.FieldCaseOf(rpcError{})
+	answerDepth = 4 * wire.DefaultMaxJSONDepth
+)
+
+// strictAnswer refuses an answer that a client behind writ could read
+// otherwise than writ: a duplicate key (JSON.parse and encoding/json keep the
+// last, other readers the first), a key that differs from a member or field
+// name only in case or is its proto name (a2a-go's encoding/json takes
+// "Result" or "Tasks" for the field, the JS SDK does not), text that is not
+// UTF-8, nesting deeper than answerDepth (four times a request's: an answer
+// wraps the caller's message in a task, in a result). typed checks the
+// fields of a result writ reads for the lifecycle; a card or push config is
+// re-rendered or not read, so only its envelope counts.
+func strictAnswer(body []byte, rpc, typed bool) error {
+	if err := wire.CheckJSON(body, answerDepth); err != nil {
+		return err
+	}
+	result := body
+	if rpc {
+		env, err := wire.ValidEnvelope(body, answerKeys...)
+		if err != nil {
+			return err
+		}
+		if e := env["error"]; len(e) > 0 {
+			if err := rpcErrCase.Check(e); err != nil {
+				return err
+			}
+		}
+		result = env["result"]
+	}
+	if typed && len(result) > 0 {
+		return resultCase.Check(result)
+	}
+	return nil
+}
+
+// readsStrictly reports whether a whole answer to req is read with
+// strictAnswer: a JSON-RPC answer always, an HTTP+JSON one when it succeeded,
+// and at every status the answers writ filters or rewrites (a listing, the
+// extended card), which reach the caller as writ read them.
+func readsStrictly(req *task.Request, status int) bool {
+	switch {
+	case req.Protocol.Binding == task.BindingJSONRPC, status < 300:
+		return true
+	}
+	return req.Operation == task.OpList || req.Operation == task.OpExtendedCard
+}
+
 // ParseResponse turns an upstream's whole (non-streaming) answer to req into
 // events. An error answer becomes one EventError. A body that is not what the
-// protocol allows is an error (the caller treats the upstream as invalid).
+// protocol allows, or that strictAnswer refuses, is an error (the caller
+// treats the upstream as invalid).
 func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error) {
 	d := dialectOf(req)
 	body = bytes.TrimSpace(body)
+	if len(body) > 0 && readsStrictly(req, status) {
+		if err := strictAnswer(body, req.Protocol.Binding == task.BindingJSONRPC, !silent(req.Operation)); err != nil {
+			return nil, fmt.Errorf("upstream answer: %w", err)
+		}
+	}
 	if silent(req.Operation) {
 		// Push-config and card answers say nothing about the lifecycle; only an
 		// error in them matters (a2a-go answers a push delete with an empty body).
@@ -306,6 +367,9 @@ func (s *StreamReader) Next() (wire.SSEEvent, []task.Event, error) {
 		return ev, nil, nil
 	}
 	data := bytes.TrimSpace(ev.Data)
+	if err := strictAnswer(data, s.req.Protocol.Binding == task.BindingJSONRPC, true); err != nil {
+		return ev, nil, fmt.Errorf("upstream event: %w", err)
+	}
 	if s.req.Protocol.Binding == task.BindingJSONRPC {
 		events, err := parseRPCResult(data, s.req, s.d)
 		return ev, events, err

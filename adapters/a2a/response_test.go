@@ -231,3 +231,63 @@ func TestUnknownUpstreamState(t *testing.T) {
 		t.Errorf("unknown state: %+v %v", evs, err)
 	}
 }
+
+// TestStrictAnswers: every answer writ reads for the lifecycle or filters —
+// a whole one, or one event of a stream — is refused when a client could read
+// it otherwise than writ: a duplicate key, a case variant of a member or
+// field, text that is not UTF-8. The same answer without the ambiguity is
+// read.
+//
+// Threat: a hostile agent answers with a task id (or a stream event's task)
+// that writ reads one way and the caller's SDK another ("id" and "ID",
+// "result" and "Result"), so writ records or filters one task while the
+// caller acts on another. Defence: answers pass the guards requests pass
+// (wire.CheckJSON, wire.ValidEnvelope, the field-case guard of the result
+// types) before writ reads them.
+func TestStrictAnswers(t *testing.T) {
+	get := task.Request{Operation: task.OpGet, Protocol: task.Protocol{Name: ProtocolName, Version: V10, Binding: task.BindingJSONRPC}}
+	restGet := get
+	restGet.Protocol.Binding = task.BindingREST
+	stream := get
+	stream.Operation = task.OpStream
+	good := `{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}`
+	for name, c := range map[string]struct {
+		req  *task.Request
+		body string
+		bad  bool
+	}{
+		"rpc good":          {&get, `{"jsonrpc":"2.0","id":1,"result":` + good + `}`, false},
+		"rpc result twice":  {&get, `{"jsonrpc":"2.0","id":1,"result":` + good + `,"result":` + good + `}`, true},
+		"rpc Result":        {&get, `{"jsonrpc":"2.0","id":1,"result":` + good + `,"Result":` + good + `}`, true},
+		"rpc ID in task":    {&get, `{"jsonrpc":"2.0","id":1,"result":{"id":"t-1","ID":"t-2","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}`, true},
+		"rpc error Code":    {&get, `{"jsonrpc":"2.0","id":1,"error":{"code":-32001,"Code":-32600,"message":"x"}}`, true},
+		"rpc not UTF-8":     {&get, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"id\":\"t-\xff\",\"status\":{\"state\":\"TASK_STATE_WORKING\"}}}", true},
+		"rest good":         {&restGet, good, false},
+		"rest taskId twice": {&restGet, `{"id":"t-1","id":"t-2","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}`, true},
+		"rest 404 not JSON": {&restGet, `Cannot GET /tasks/t-1`, false}, // an error read leniently, as before
+		"metadata is free":  {&restGet, `{"id":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"},"metadata":{"ID":1,"id":2}}`, false},
+	} {
+		status := 200
+		if name == "rest 404 not JSON" {
+			status = 404
+		}
+		_, err := ParseResponse(c.req, status, []byte(c.body))
+		if (err != nil) != c.bad {
+			t.Errorf("%s: err %v, want refused %v", name, err, c.bad)
+		}
+	}
+	// One stream event alike.
+	for name, c := range map[string]struct {
+		data string
+		bad  bool
+	}{
+		"good":          {`{"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-1","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`, false},
+		"taskId TaskId": {`{"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-1","TaskId":"t-2","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`, true},
+	} {
+		r := NewStreamReader(&stream, strings.NewReader("data: "+c.data+"\n\n"), 0)
+		_, _, err := r.Next()
+		if (err != nil) != c.bad {
+			t.Errorf("stream %s: err %v, want refused %v", name, err, c.bad)
+		}
+	}
+}

@@ -126,14 +126,8 @@ func parseREST(in wire.Inbound, req task.Request, lim wire.Limits) (task.Request
 	} else if rt.needBody {
 		return req, invalid("%s needs a JSON body", rt.template)
 	}
-	if tenant != "" {
-		if f := plainName("tenant", tenant); f != nil {
-			return req, f
-		}
-		if p.Tenant != "" && p.Tenant != tenant {
-			return req, invalid("tenant %q in the body does not match tenant %q in the path", p.Tenant, tenant)
-		}
-		p.Tenant = tenant
+	if f := resolveTenant(&p, in, tenant); f != nil {
+		return req, f
 	}
 	d := rest03
 	if style == V10 {
@@ -217,6 +211,11 @@ func pushName(p *wireParams, taskID string) *task.Fault {
 func queryParams(p *wireParams, in wire.Inbound, op task.Operation) *task.Fault {
 	if in.Query == nil {
 		return nil
+	}
+	if in.Query.Get("historyLength") != "" && in.Query.Get("history_length") != "" {
+		// The JS SDK's 0.3 handler takes historyLength first, its 1.0 handler
+		// only historyLength: two spellings are two readings.
+		return invalid("query historyLength and history_length name one value; send one")
 	}
 	for _, name := range []string{"historyLength", "history_length"} {
 		if v := in.Query.Get(name); v != "" {

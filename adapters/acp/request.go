@@ -233,6 +233,9 @@ func parseCreate(req *task.Request, b obj) ([]map[string]any, *task.Fault) {
 		if sid != "" && id != "" && id != sid {
 			return nil, invalid("session.id %q does not match session_id %q", id, sid)
 		}
+		if f := sessionReferences(sess); f != nil {
+			return nil, f
+		}
 		if sid == "" {
 			sid = id
 		}
@@ -260,6 +263,29 @@ func parseCreate(req *task.Request, b obj) ([]map[string]any, *task.Fault) {
 		mode = "sync"
 	}
 	return sm.metas, applyMode(req, mode)
+}
+
+// sessionReferences refuses a session descriptor that names the session's
+// content by URL (history, state): the reference server loads every one of
+// them into the run (a URL of its own resource store by id, any other by
+// fetching it), so they reference other sessions' messages as A2A's
+// referenceTaskIds reference other tasks. writ records runs and sessions, not
+// resources, and cannot say whose a resource is: such a descriptor is
+// refused (fail closed). A run names its session by id, which writ checks,
+// and the agent keeps that session's history itself.
+func sessionReferences(sess obj) *task.Fault {
+	history, _, f := sess.array("history", "session")
+	if f != nil {
+		return f
+	}
+	state, _, f := sess.str("state", "session")
+	if f != nil {
+		return f
+	}
+	if len(history) > 0 || state != "" {
+		return invalid("session.history and session.state name resources by URL, whose owner writ cannot check; name the session by session_id (the agent keeps its history)")
+	}
+	return nil
 }
 
 // parseResume reads a RunResumeRequest: {run_id?, await_resume, mode}. Both

@@ -212,3 +212,32 @@ func TestParseLimits(t *testing.T) {
 		t.Fatalf("cancel with a big body: %v, want too_large", f)
 	}
 }
+
+// TestSessionReferencesRefused: a run whose session descriptor names content
+// by URL (history, state) is refused; one naming the session by id alone, or
+// with an empty history, is read.
+//
+// Threat: a caller puts another session's message URLs in session.history
+// (or its state URL in session.state); the reference ACP server loads them
+// into the run, so the agent answers from another tenant's conversation while
+// writ checked only session.id. Defence: writ cannot say whose a resource is,
+// so a descriptor that names any is refused as invalid input.
+func TestSessionReferencesRefused(t *testing.T) {
+	for name, body := range map[string]string{
+		"history":            `{"agent_name":"a","session":{"id":"s1","history":["http://agent/resources/r-victim"]},"input":` + userMsg + `}`,
+		"state":              `{"agent_name":"a","session":{"id":"s1","state":"http://agent/resources/r-victim"},"input":` + userMsg + `}`,
+		"history not a list": `{"agent_name":"a","session":{"id":"s1","history":"x"},"input":` + userMsg + `}`,
+	} {
+		if _, f := Parse(inbound("POST", "/runs", body), Options{}); f == nil || f.Kind != task.KindInvalidParams {
+			t.Errorf("%s: %v", name, f)
+		}
+	}
+	for name, body := range map[string]string{
+		"id only":       `{"agent_name":"a","session":{"id":"s1"},"input":` + userMsg + `}`,
+		"empty history": `{"agent_name":"a","session":{"id":"s1","history":[],"state":null},"input":` + userMsg + `}`,
+	} {
+		if req, f := Parse(inbound("POST", "/runs", body), Options{}); f != nil || req.ContextID != "s1" {
+			t.Errorf("%s: %v %+v", name, f, req)
+		}
+	}
+}

@@ -11,13 +11,19 @@ import (
 	"github.com/writ-authz/writ/task"
 )
 
+// answerDepth bounds the nesting of an agent's answer: four times a
+// request's (a run wraps the caller's messages).
+var answerDepth = 4 * wire.DefaultMaxJSONDepth
+
 // ParseResponse turns an upstream's whole (non-streaming) answer to req into
 // events: a Run becomes one EventTask, the {"events": [...]} of GET
 // /runs/{run_id}/events becomes its artifacts and its last status, a non-2xx
 // ACP Error becomes one EventError, and agent listings, manifests and sessions say
-// nothing about a run's lifecycle (no events). A body that is none of these, or a
-// run with an unknown status, is an error (the caller treats the upstream as
-// invalid).
+// nothing about a run's lifecycle (no events). A body that is none of these, a
+// run with an unknown status, or a successful answer with a duplicate key or
+// text that is not UTF-8 (read differently by different clients; writ reads
+// keys exactly, as the Python SDK does) is an error (the caller treats the
+// upstream as invalid).
 func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, error) {
 	if req == nil {
 		req = &task.Request{}
@@ -33,6 +39,9 @@ func ParseResponse(req *task.Request, status int, body []byte) ([]task.Event, er
 	}
 	if body[0] != '{' {
 		return nil, fmt.Errorf("upstream answer is not an ACP object")
+	}
+	if err := wire.CheckJSON(body, answerDepth); err != nil {
+		return nil, fmt.Errorf("upstream answer: %w", err)
 	}
 	var o obj
 	if err := json.Unmarshal(body, &o); err != nil {
@@ -223,7 +232,11 @@ func (s *StreamReader) Next() (wire.SSEEvent, []task.Event, error) {
 	if !ev.HasData {
 		return ev, nil, nil
 	}
-	events, err := s.c.event(bytes.TrimSpace(ev.Data))
+	data := bytes.TrimSpace(ev.Data)
+	if err := wire.CheckJSON(data, answerDepth); err != nil {
+		return ev, nil, fmt.Errorf("upstream event: %w", err)
+	}
+	events, err := s.c.event(data)
 	return ev, events, err
 }
 

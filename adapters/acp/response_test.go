@@ -217,3 +217,25 @@ func TestStreamTolerance(t *testing.T) {
 		t.Fatalf("want EOF, got %v", err)
 	}
 }
+
+// TestDuplicateKeyAnswers: a run (or a stream event) that names a key twice
+// is refused; the same answer once is read.
+//
+// Threat: an agent answers {"run_id":"mine","run_id":"victim"}; readers that
+// keep the first key and readers that keep the last see two runs, and writ
+// records one while the caller acts on the other. Defence: answers pass the
+// duplicate-key guard requests pass.
+func TestDuplicateKeyAnswers(t *testing.T) {
+	req := &task.Request{Operation: task.OpGet, TaskID: "r1"}
+	run := `{"run_id":"r1","agent_name":"a","status":"completed","output":[]}`
+	if _, err := ParseResponse(req, 200, []byte(run)); err != nil {
+		t.Fatalf("a run: %v", err)
+	}
+	if _, err := ParseResponse(req, 200, []byte(`{"run_id":"r1","run_id":"r2","agent_name":"a","status":"completed","output":[]}`)); err == nil {
+		t.Error("a run with run_id twice was read")
+	}
+	ev := `{"type":"run.completed","run":{"run_id":"r1","run_id":"r2","agent_name":"a","status":"completed"}}`
+	if _, _, err := NewStreamReader(req, strings.NewReader("data: "+ev+"\n\n"), 0).Next(); err == nil {
+		t.Error("an event with run_id twice was read")
+	}
+}

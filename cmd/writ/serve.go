@@ -53,6 +53,8 @@ type sidecar struct {
 	push *push.Deliverer
 	// dlog is the decision log; flushed on shutdown.
 	dlog *decisionlog.Log
+	// warnedRouteName: the envoy.require_route_name warning was logged.
+	warnedRouteName bool
 }
 
 // startSidecar builds everything from cfg and starts listening. A policy set that
@@ -289,7 +291,9 @@ func (sc *sidecar) startEnvoy() error {
 		sc.log.Warn("envoy.dry_run is on: every ext_authz check is answered OK; refusals are only logged")
 	}
 	sc.log.Info("Envoy mode: ext_authz is serving", "grpc", ext.GRPCAddr(), "http", ext.HTTPAddr(),
-		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "parse_body", sc.cfg.Envoy.ParsesBody())
+		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "parse_body", sc.cfg.Envoy.ParsesBody(),
+		"require_route_name", sc.cfg.Envoy.RequiresRouteName())
+	sc.warnRouteName()
 	return nil
 }
 
@@ -305,8 +309,18 @@ func (sc *sidecar) startExtProc() error {
 	}
 	sc.extproc = ext
 	sc.log.Info("Envoy mode: ext_proc is serving", "addr", ext.Addr(),
-		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "max_response_bytes", sc.cfg.Envoy.ResponseLimit())
+		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "max_response_bytes", sc.cfg.Envoy.ResponseLimit(),
+		"require_route_name", sc.cfg.Envoy.RequiresRouteName())
+	sc.warnRouteName()
 	return nil
+}
+
+// warnRouteName warns, once, that Envoy requests may go unnamed.
+func (sc *sidecar) warnRouteName() {
+	if !sc.cfg.Envoy.RequiresRouteName() && !sc.warnedRouteName {
+		sc.warnedRouteName = true
+		sc.log.Warn("envoy.require_route_name is off: a request whose Envoy route names no agent is routed by writ itself (canonical targets only)")
+	}
 }
 
 // serveCmd runs `writ serve`. Everything it writes on stderr is writ's JSON

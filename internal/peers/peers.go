@@ -151,10 +151,10 @@ func (w *readyWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// StartJSAgent starts `node agent.mjs --agent <agent>` (sanctions, clarifier or
-// slow) on a free 127.0.0.1 port, advertising cardURL on its card when it is
-// not empty, waits for its READY line and returns its base URL
-// (http://127.0.0.1:port). A cleanup stops it; it also exits on its own if
+// StartJSAgent starts `node agent.mjs --agent <agent>` (sanctions, clarifier,
+// slow or librarian) on a free 127.0.0.1 port, advertising cardURL on its
+// card when it is not empty, waits for its READY line and returns its base
+// URL (http://127.0.0.1:port). A cleanup stops it; it also exits on its own if
 // the test process dies (its stdin closes).
 func StartJSAgent(t testing.TB, agent string, cardURL string, extra ...string) (baseURL string) {
 	t.Helper()

@@ -47,6 +47,10 @@ type Observed struct {
 	// TaskID is the A2A task (or ACP run) the request named or, for a new
 	// task, the one the agent created.
 	TaskID string `json:"taskId,omitempty"`
+	// Tenant is the tenant the agent's SDK handed its request handler (the JS
+	// agent: params.tenant, else the call context's); "" when none, and for
+	// the Go agents, whose protocol (A2A 0.3) has no tenants.
+	Tenant string `json:"tenant,omitempty"`
 	// Body is the request body, cut at 64 KiB.
 	Body string `json:"body,omitempty"`
 }

@@ -134,6 +134,21 @@ func TestFrontDoorParity(t *testing.T) {
 				t.Errorf("%d %v %s", a.status, names, a.body)
 			}
 		}},
+		// The query is decided as sent, by every door: a parameter named
+		// twice or a bad escape, which readers behind writ read otherwise
+		// than Go's lenient parse, is refused alike.
+		{"query named twice", req{method: "GET", path: "/tasks/t-1?tenant=wholesale&tenant=retail",
+			header: map[string]string{"A2A-Version": "1.0"}}, func(t *testing.T, a answer) {
+			if a.status != 400 || !slices.Contains(reasons(a.body), "INVALID_PARAMS") || a.forwarded {
+				t.Errorf("%d forwarded=%v %s", a.status, a.forwarded, a.body)
+			}
+		}},
+		{"query malformed", req{method: "GET", path: "/tasks/t-1?tenant=retail%",
+			header: map[string]string{"A2A-Version": "1.0"}}, func(t *testing.T, a answer) {
+			if a.status != 400 || !slices.Contains(reasons(a.body), "INVALID_PARAMS") || a.forwarded {
+				t.Errorf("%d forwarded=%v %s", a.status, a.forwarded, a.body)
+			}
+		}},
 		{"ACP listing", get("/agents"), func(t *testing.T, a answer) {
 			if names := agentNames(t, a.body); a.status != 200 || !slices.Contains(names, "sanctions-screening-agent") ||
 				slices.Contains(names, "kyc-refresh-agent") {

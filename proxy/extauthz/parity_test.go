@@ -117,6 +117,6 @@ func incomingOf(r req) proxy.Incoming {
 	if len(r.body) > 0 {
 		body = r.body
 	}
-	return proxy.Incoming{Method: r.method, Path: hr.URL.Path, Query: hr.URL.Query(), Host: "writ.test",
+	return proxy.Incoming{Method: r.method, Path: hr.URL.Path, Query: hr.URL.Query(), RawQuery: hr.URL.RawQuery, Host: "writ.test",
 		RemoteAddr: "127.0.0.1:1", Header: hdr, Body: body}
 }

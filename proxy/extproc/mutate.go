@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"mime"
 	"strconv"
 	"strings"
 
@@ -69,9 +68,4 @@ func bodyResponse(request bool, common *extprocv3.CommonResponse) *extprocv3.Pro
 
 func httpStatus(code int) *typev3.HttpStatus {
 	return &typev3.HttpStatus{Code: typev3.StatusCode(code)}
-}
-
-func isEventStream(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
 }

@@ -1,6 +1,6 @@
 // A real A2A 1.0 agent on @a2a-js/sdk 1.3.0, for writ's tests.
 //
-//   node agent.mjs --agent sanctions|clarifier|slow [--port 0] [--card-url URL]
+//   node agent.mjs --agent sanctions|clarifier|slow|librarian [--port 0] [--card-url URL]
 //                  [--delay MS] [--ignore-stdin]
 //
 // Behaviours (the seed's worked example; the Go twins are in internal/seedagents):
@@ -13,14 +13,21 @@
 //              "Screened. No matches.".
 //   slow       working, then waits until cancelled (-> canceled) or --delay ms
 //              (default 30000) pass, then screens as sanctions does.
+//   librarian  answers from the tasks the message references, as the SDK's
+//              DefaultRequestHandler loaded them into the request context
+//              (referenceTaskIds): completed with the text "referenced: " and,
+//              for each task it loaded, `<id>[<the text of its history and
+//              artifacts>]`, or "none". What it was given is what it tells.
 // Cancelling a task that is already terminal (canceled included) answers
 // TaskNotCancelable (-32002); the stock SDK answers a repeated cancel with the task.
 //
 // Serves JSON-RPC at POST /, HTTP+JSON (REST) at the 1.0 paths (/message:send, ...),
 // the card at /.well-known/agent-card.json (its interfaces advertise --card-url, by
 // default this server), and GET /_writ/requests: the requests received so far (the
-// last 1000; {method, path, header, caller, callerAgentId, taskId}). legacyCompat is off: requests
-// without `A2A-Version: 1.0` are refused with -32009.
+// last 1000; {method, path, header, caller, callerAgentId, taskId, tenant}; tenant
+// is the one the SDK handed the request handler: params.tenant, else the call
+// context's). legacyCompat is off: requests without `A2A-Version: 1.0` are
+// refused with -32009.
 //
 // Binds 127.0.0.1 only. Prints exactly one line, `READY <port>`, to stdout once
 // listening. Exits on SIGTERM/SIGINT, and when stdin closes (so a test that dies does
@@ -32,7 +39,7 @@ import express from 'express';
 import { AgentCard, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
 import { InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { dataPart, textPart } from './a2a-values.mjs';
+import { dataPart, textOf, textPart } from './a2a-values.mjs';
 import { Executor, StrictCancelHandler } from './agent-base.mjs';
 import { serve } from './serve.mjs';
 
@@ -53,6 +60,7 @@ const AGENTS = {
   sanctions: { name: 'sanctions-screening-agent', description: 'Screens counterparties against sanctions and watch lists.' },
   clarifier: { name: 'clarifier', description: 'Screens counterparties against sanctions lists; asks which jurisdiction first.' },
   slow: { name: 'slow', description: 'Screens counterparties slowly; for cancellation and deadline tests.' },
+  librarian: { name: 'librarian', description: 'Answers from the tasks a message references.' },
 };
 const kind = args.agent;
 if (!AGENTS[kind]) {
@@ -103,6 +111,15 @@ class SeedExecutor extends Executor {
       bus.finished();
       return;
     }
+    if (kind === 'librarian') {
+      const seen = (ctx.referenceTasks || []).map((t) => {
+        const texts = [...(t.history || []).map(textOf), ...(t.artifacts || []).map(textOf)].filter((x) => x !== '');
+        return `${t.id}[${texts.join(' | ')}]`;
+      });
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, `referenced: ${seen.join(', ') || 'none'}`);
+      bus.finished();
+      return;
+    }
     if (kind === 'slow') {
       if (await this.waitOrCancel(taskId, delayMs)) return; // cancelTask published canceled and finished the bus
     }
@@ -121,7 +138,7 @@ function record(req) {
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     (header[req.rawHeaders[i]] ||= []).push(req.rawHeaders[i + 1]);
   }
-  const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '' };
+  const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '', tenant: '' };
   // The caller's agent id as this server reads it: Node decodes header bytes as
   // Latin-1, so only an ASCII header reads as writ wrote it.
   try { o.callerAgentId = JSON.parse(o.caller).agent_id ?? ''; } catch { o.callerAgentId = ''; }
@@ -163,6 +180,9 @@ for (const [name, rpc] of Object.entries(METHOD_NAMES)) {
       o.rpc = true;
       o.method = rpc;
       o.taskId = params?.message?.taskId || params?.taskId || params?.id || '';
+      // A repeated query parameter reaches the handler as an array: shown as JSON.
+      const t = params?.tenant;
+      o.tenant = (typeof t === 'string' ? t : t == null ? '' : JSON.stringify(t)) || context?.tenant || '';
     }
     return inner.call(this, params, context);
   };

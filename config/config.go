@@ -57,11 +57,33 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// AdminPprof serves /debug/pprof on the admin listener (off by default).
 	AdminPprof bool `yaml:"admin_pprof"`
+	// AdminTokenFile holds the bearer token the admin API's operator routes
+	// (task records, the policy, reload, pprof) require. Unset, those routes
+	// answer only on an admin listener bound to loopback alone.
+	AdminTokenFile string `yaml:"admin_token_file"`
+	// AdminHosts are host names the admin listener answers to besides its own
+	// address, localhost and loopback (every request's Host is checked).
+	AdminHosts []string `yaml:"admin_hosts"`
 	// Tenants are facts about callers' tenants for the policies (facts.go).
 	Tenants map[string]Tenant `yaml:"tenants"`
 
 	// pos is the line of every key of the file the config was parsed from.
 	pos positions
+}
+
+// AdminLoopback reports whether the admin listener is bound to loopback only
+// (a loopback IP or localhost): the only case its operator routes answer
+// without admin_token_file.
+func (c *Config) AdminLoopback() bool {
+	h, _, err := net.SplitHostPort(c.Admin)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EmbeddedPolicies reports whether the shipped policies embedded in the
@@ -505,6 +527,16 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad(key, "%q is not host:port", addr)
 		}
+	}
+	for i, h := range c.AdminHosts {
+		if strings.HasPrefix(h, "*.") {
+			bad(fmt.Sprintf("admin_hosts[%d]", i), "%q: admin hosts are exact names, not wildcards", h)
+		} else if err := validHostPattern(h); err != nil {
+			bad(fmt.Sprintf("admin_hosts[%d]", i), "%v", err)
+		}
+	}
+	if c.AdminTokenFile != "" && strings.TrimSpace(c.AdminTokenFile) != c.AdminTokenFile {
+		bad("admin_token_file", "%q: the path has surrounding spaces", c.AdminTokenFile)
 	}
 	if c.DecisionCacheSize < -1 {
 		bad("decision_cache_size", "must be -1 (off), 0 (default) or positive")

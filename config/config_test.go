@@ -182,3 +182,45 @@ func TestEnvoy(t *testing.T) {
 		}
 	}
 }
+
+// TestAdminAccessKeys: admin_hosts are exact host names or IPs; an admin
+// listener beyond loopback without admin_token_file is a warning (its
+// operator routes are off), on loopback or with a token file it is not.
+func TestAdminAccessKeys(t *testing.T) {
+	base := "agents: [{name: a, upstream: 'http://127.0.0.1:9', max_data_classification: public, security_schemes: [oauth2]}]\n" +
+		"identity: {static_tokens_file: s.json}\n"
+	for yaml, wantErr := range map[string]string{
+		"admin_hosts: [writ-admin.internal, 10.0.0.5]\n": "",
+		"admin_hosts: ['*.internal']\n":                  "admin_hosts[0]",
+		"admin_hosts: ['writ-admin:8477']\n":             "admin_hosts[0]",
+		"admin_hosts: ['https://x']\n":                   "admin_hosts[0]",
+		"admin_token_file: ' /t'\n":                      "admin_token_file",
+	} {
+		c, err := Parse([]byte(base + yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if (wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("%q: %v, want an error on %q", yaml, err, wantErr)
+		}
+	}
+	warns := func(yaml string) bool {
+		c, err := Parse([]byte(base + yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.Warnings() {
+			if w.Key == "admin" && strings.Contains(w.Msg, "admin_token_file") {
+				return true
+			}
+		}
+		return false
+	}
+	for yaml, want := range map[string]bool{"": false, "admin: 'localhost:8477'\n": false, "admin: '[::1]:8477'\n": false,
+		"admin: '0.0.0.0:8477'\n": true, "admin: ':8477'\n": true, "admin: '10.0.0.5:8477'\n": true,
+		"admin: '0.0.0.0:8477'\nadmin_token_file: /etc/writ/admin/token\n": false} {
+		if got := warns(yaml); got != want {
+			t.Errorf("%q: warns %v, want %v", yaml, got, want)
+		}
+	}
+}

@@ -182,6 +182,10 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	if fault != nil {
 		return c.refuse(x, fault)
 	}
+	if name := connectionNamesDecisionHeader(inc.Header, x.edge.DecisionHeaders()); name != "" {
+		return c.refuse(x, task.NewFault(task.KindNotARequest, fmt.Sprintf(
+			"the Connection header names %s, which the decision depends on: forwarding would drop it (send it end to end)", name)))
+	}
 	if req.Operation == task.OpDiscover {
 		if renderer, ok := x.edge.(adapters.CardRenderer); ok {
 			return c.directory(ctx, inc, renderer, start) // the directory decides per agent

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf16"
 
 	"github.com/writ-authz/writ/authz/identity"
 )
@@ -38,7 +39,8 @@ func callerHeader(c identity.Caller) string {
 }
 
 // marshaledCallerHeader is the header as encoding/json writes callerDoc, for any
-// caller: what plainCallerHeader reproduces byte for byte for the usual one.
+// caller, with every character outside printable ASCII escaped (asciiJSON):
+// what plainCallerHeader reproduces byte for byte for the usual caller.
 func marshaledCallerHeader(c identity.Caller) string {
 	chain := c.Chain
 	if chain == nil {
@@ -47,7 +49,35 @@ func marshaledCallerHeader(c identity.Caller) string {
 	// Strings, a bool and a list of strings always encode: there is no error.
 	raw, _ := json.Marshal(callerDoc{Authenticated: c.Authenticated, Method: c.Method, Issuer: c.Issuer,
 		AgentID: c.AgentID, UserID: c.UserID, Tenant: c.Tenant, Chain: chain})
-	return string(raw)
+	return asciiJSON(raw)
+}
+
+// asciiJSON rewrites JSON text (as encoding/json writes it: valid UTF-8, control
+// characters already escaped) so that it is printable ASCII: every other
+// character becomes a \uXXXX escape (a UTF-16 surrogate pair above U+FFFF),
+// which every JSON reader decodes to the same string. A header's bytes are
+// read as UTF-8 by some servers and as Latin-1 by others (Node, Python's
+// WSGI): raw UTF-8 in Writ-Caller would name a different agent to each.
+// Outside strings JSON text is ASCII already, so only string contents change.
+func asciiJSON(raw []byte) string {
+	const hex = "0123456789abcdef"
+	b := make([]byte, 0, len(raw)+16)
+	u := func(r rune) {
+		b = append(b, '\\', 'u', hex[r>>12&0xf], hex[r>>8&0xf], hex[r>>4&0xf], hex[r&0xf])
+	}
+	for _, r := range string(raw) {
+		switch {
+		case r >= 0x20 && r < 0x7f:
+			b = append(b, byte(r))
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			u(hi)
+			u(lo)
+		default:
+			u(r)
+		}
+	}
+	return string(b)
 }
 
 // plainCallerHeader writes the header as json.Marshal writes callerDoc, byte
@@ -136,6 +166,33 @@ func stripWritHeaders(h http.Header) http.Header {
 		}
 	}
 	return h
+}
+
+// coreHeaders are the request headers the core itself decides on: the host
+// (routing), the framing, and writ's own headers. The adapters name theirs
+// (adapters.Edge.DecisionHeaders), identity its credentials.
+var coreHeaders = append([]string{"Host", "Content-Length", "Transfer-Encoding"}, writHeaders...)
+
+// connectionNamesDecisionHeader returns a header the decision depends on —
+// the core's, the credentials, or one the request's adapter reads — that the
+// request's Connection header names, "" when it names none. Forwarding drops
+// every header Connection names (stripHop, as RFC 9110 section 7.6.1 asks of
+// a proxy), so the agent would not receive what writ decided on: such a
+// request is refused before the decision.
+func connectionNamesDecisionHeader(h http.Header, adapterHeaders []string) string {
+	for _, f := range h.Values("Connection") {
+		for name := range strings.SplitSeq(f, ",") {
+			name = strings.TrimSpace(name)
+			for _, list := range [][]string{coreHeaders, identity.CredentialHeaders, adapterHeaders} {
+				for _, d := range list {
+					if strings.EqualFold(name, d) {
+						return d
+					}
+				}
+			}
+		}
+	}
+	return ""
 }
 
 // hopHeaders are connection-level headers that a proxy must not forward

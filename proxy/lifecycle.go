@@ -66,6 +66,7 @@ func (c *Core) lookup(ctx context.Context, x *exchange) (string, *task.Fault) {
 		return "", nil
 	}
 	if c.cfg.Lifecycle.UnknownTasks != "allow" {
+		x.record = &task.Record{Task: task.Task{ID: ref.ID, State: task.Running}}
 		return missingTask, nil
 	}
 	// Under the migration rule the policy decides about a task writ never saw,

@@ -181,7 +181,7 @@ func NewMemoryStore(l MemoryLimits) *MemoryStore {
 	}
 	return &MemoryStore{
 		retired: r, blocks: map[uint32]*[RetiredBlockBytes]byte{},
-		limits:  l.WithDefaults(),
+		limits:    l.WithDefaults(),
 		tasks:     make(map[Ref]*entry),
 		owners:    newFairIndex(),
 		byState:   make(map[State]int, len(States)),

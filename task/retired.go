@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // The retired-id set: every task id and context (or session) id a store has
@@ -73,32 +74,53 @@ func NewRetired(capacity int, fp float64) (Retired, error) {
 	if !(fp > 0 && fp < 0.5) {
 		return Retired{}, fmt.Errorf("retired ids: false-positive rate %g must be between 0 and 0.5", fp)
 	}
-	// A standard Bloom filter needs -ln(fp)/ln(2)^2 bits an id; a blocked one
-	// a little more, since blocks fill unevenly. Search upwards from there.
-	bits := -math.Log(fp) / (math.Ln2 * math.Ln2)
-	for ; bits < 4*retiredBlockBits; bits += 0.25 {
-		if k, ok := bestK(bits, fp); ok {
-			blocks := math.Ceil(float64(capacity) * bits / retiredBlockBits)
-			if blocks > MaxRetiredBlocks {
-				return Retired{}, fmt.Errorf("retired ids: %d ids at a false-positive rate of %g need %.0f blocks of %d bytes, over the bound of %d",
-					capacity, fp, blocks, RetiredBlockBytes, MaxRetiredBlocks)
-			}
-			return Retired{Blocks: uint32(max(blocks, 1)), K: k}, nil
-		}
+	d, ok := density(fp)
+	if !ok {
+		return Retired{}, fmt.Errorf("retired ids: no layout reaches a false-positive rate of %g (at least %g)", fp, MinRetiredFalsePositive)
 	}
-	return Retired{}, fmt.Errorf("retired ids: no layout reaches a false-positive rate of %g", fp)
+	blocks := math.Ceil(float64(capacity) * d.bits / retiredBlockBits)
+	if blocks > MaxRetiredBlocks {
+		return Retired{}, fmt.Errorf("retired ids: %d ids at a false-positive rate of %g need %.0f blocks of %d bytes, over the bound of %d",
+			capacity, fp, blocks, RetiredBlockBytes, MaxRetiredBlocks)
+	}
+	return Retired{Blocks: uint32(max(blocks, 1)), K: d.k}, nil
 }
 
-// bestK is the number of bits an id sets that reaches fp at bits bits an id,
-// if one does.
-func bestK(bits, fp float64) (int, bool) {
-	k0 := int(math.Round(bits * math.Ln2))
-	for k := max(1, k0-3); k <= min(maxRetiredK, k0+3); k++ {
-		if blockedFP(bits, k) <= fp {
-			return k, true
+// MinRetiredFalsePositive is the lowest false-positive rate a set is sized
+// for (blocks of 512 bits fill too unevenly to go much lower).
+const MinRetiredFalsePositive = 1e-8
+
+// retiredDensity is how many bits an id takes, and how many it sets, for a
+// false-positive rate.
+type retiredDensity struct {
+	bits float64
+	k    int
+}
+
+// densities remembers density's answers: they depend on the rate only, and
+// every store of a process asks for the same.
+var densities sync.Map // float64 → retiredDensity
+
+// density finds the fewest bits an id (in steps of a quarter bit) and the k
+// that reach fp: from a standard Bloom filter's -ln(fp)/ln(2)^2 upwards, a
+// blocked filter needing more since its blocks fill unevenly.
+func density(fp float64) (retiredDensity, bool) {
+	if v, ok := densities.Load(fp); ok {
+		return v.(retiredDensity), true
+	}
+	if fp < MinRetiredFalsePositive {
+		return retiredDensity{}, false
+	}
+	for bits := -math.Log(fp) / (math.Ln2 * math.Ln2); bits < 4*retiredBlockBits; bits += 0.25 {
+		for k := 1; k <= maxRetiredK; k++ {
+			if blockedFP(bits, k) <= fp {
+				d := retiredDensity{bits: bits, k: k}
+				densities.Store(fp, d)
+				return d, true
+			}
 		}
 	}
-	return 0, false
+	return retiredDensity{}, false
 }
 
 // blockedFP is the false-positive rate of a blocked Bloom filter holding one
@@ -127,22 +149,33 @@ type RetiredBits struct {
 }
 
 // Locate returns where the id of kind (RetiredTask, RetiredContext) on ref's
-// agent lives. The hash is SHA-1 over the kind byte and the ref as the stores
-// key it (the agent's length as a uvarint, the agent, the id); the block is its
-// first 32 bits (big-endian) modulo Blocks, and bit i of K is (a + i*b) mod 512
-// with a and b its next two 32-bit words, b made odd so the K bits differ.
-// The Redis store's scripts compute the same (scripts.go).
+// agent lives. The key is the kind byte and the ref as the stores key it (the
+// agent's length as a uvarint, the agent, the id); its hash stream is
+// SHA-1(key) || SHA-1(key || 0x01) || SHA-1(key || 0x02), read as hex digits:
+// the block is the first 8 digits modulo Blocks, and bit i of K the next
+// 3-digit group i modulo 512 (4096 is a multiple of 512, so each bit is
+// uniform and independent of the others). The Redis store's scripts compute
+// the same (scripts.go).
 func (r Retired) Locate(kind byte, ref Ref) RetiredBits {
-	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(ref.Agent)+len(ref.ID))
-	b = append(b, kind)
-	b = binary.AppendUvarint(b, uint64(len(ref.Agent)))
-	b = append(append(b, ref.Agent...), ref.ID...)
-	sum := sha1.Sum(b) //nolint:gosec // see the import
-	out := RetiredBits{Block: binary.BigEndian.Uint32(sum[0:4]) % r.Blocks, K: r.K}
-	a := uint64(binary.BigEndian.Uint32(sum[4:8]))
-	s := uint64(binary.BigEndian.Uint32(sum[8:12])) | 1
+	key := make([]byte, 0, 2+binary.MaxVarintLen64+len(ref.Agent)+len(ref.ID))
+	key = append(key, kind)
+	key = binary.AppendUvarint(key, uint64(len(ref.Agent)))
+	key = append(append(key, ref.Agent...), ref.ID...)
+	var stream [3 * sha1.Size]byte
+	for i := range 3 {
+		k := key
+		if i > 0 {
+			k = append(key, byte(i))
+		}
+		sum := sha1.Sum(k) //nolint:gosec // see the import
+		copy(stream[i*sha1.Size:], sum[:])
+	}
+	// nibble is hex digit n of the stream.
+	nibble := func(n int) uint32 { return uint32(stream[n/2]>>(4*(1-n%2))) & 0xf }
+	out := RetiredBits{Block: binary.BigEndian.Uint32(stream[0:4]) % r.Blocks, K: r.K}
 	for i := range r.K {
-		out.Bits[i] = uint16((a + uint64(i)*s) % retiredBlockBits)
+		n := 8 + 3*i
+		out.Bits[i] = uint16((nibble(n)<<8 | nibble(n+1)<<4 | nibble(n+2)) % retiredBlockBits)
 	}
 	return out
 }

@@ -131,16 +131,18 @@ local function layout(b, k, cap, write)
   if write then redis.call('HSET', P .. 'rlayout', 'b', b, 'k', k, 'cap', cap) end
   return {tonumber(b), tonumber(k)}
 end
--- locate is task.Retired.Locate: SHA-1 of kind .. rk; the block from its first
--- 32 bits, bit i of k at (a + i*s) mod 512 from the next two words, s odd.
+-- locate is task.Retired.Locate: the hex stream of SHA-1(key), SHA-1(key ..
+-- 0x01), SHA-1(key .. 0x02) for key = kind .. rk; the block from its first 8
+-- digits, bit i of k from the 3-digit group after them, modulo 512.
 local function locate(kind, rk, L)
-  local h = redis.sha1hex(kind .. rk)
+  local key = kind .. rk
+  local h = redis.sha1hex(key) .. redis.sha1hex(key .. '\1') .. redis.sha1hex(key .. '\2')
   local block = tonumber(string.sub(h, 1, 8), 16) % L[1]
-  local a = tonumber(string.sub(h, 9, 16), 16)
-  local s = tonumber(string.sub(h, 17, 24), 16)
-  if s % 2 == 0 then s = s + 1 end
   local bits = {}
-  for i = 0, L[2] - 1 do bits[i + 1] = (a + i * s) % 512 end
+  for i = 0, L[2] - 1 do
+    local n = 9 + 3 * i
+    bits[i + 1] = tonumber(string.sub(h, n, n + 2), 16) % 512
+  end
   return string.format('%d', block), bits
 end
 local function isRetired(kind, rk, L)

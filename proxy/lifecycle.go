@@ -33,7 +33,7 @@ const (
 	// missingReference: a task the message references is not the caller's,
 	// or writ never saw it (the two are one answer).
 	missingReference = "unowned_reference"
-	retiredContext = "retired_context"
+	retiredContext   = "retired_context"
 )
 
 // lookup loads the lifecycle record of the task the request continues, and

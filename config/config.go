@@ -259,6 +259,25 @@ type Lifecycle struct {
 	// UnknownTasks decides follow-ups on tasks writ never saw: "deny" (default,
 	// answered as TaskNotFound) or "allow" (for migrations: the policy decides).
 	UnknownTasks string `yaml:"unknown_tasks"`
+	// RetiredIDs sizes the set of every task and context id the store has
+	// recorded, which never forgets: an id writ held once and no longer holds
+	// (evicted, expired) is answered not found and never claimed again.
+	RetiredIDs RetiredIDs `yaml:"retired_ids"`
+}
+
+// RetiredIDs sizes the retired-id set (README "State"): a Bloom filter,
+// about 39 bits an id at the default rate (4.8 MB for a million ids).
+type RetiredIDs struct {
+	// Capacity is how many ids (tasks and contexts) the set holds at
+	// FalsePositiveRate (default ten times max_tasks, at least 1000000).
+	// Beyond it the rate rises: more fresh ids are refused, none is let
+	// through. The file and Redis stores keep the size they were made with.
+	Capacity int `yaml:"capacity"`
+	// FalsePositiveRate is the share of fresh ids the set answers "seen"
+	// for, at its capacity (default 1e-6, at least 1e-8): such an id is
+	// refused (a follow-up under unknown_tasks: allow, a context a caller
+	// names), never let through.
+	FalsePositiveRate float64 `yaml:"false_positive_rate"`
 }
 
 // Agent is one protected agent: where its requests arrive, where they go, and the
@@ -502,6 +521,12 @@ func (c *Config) applyDefaults() {
 	if lc.UnknownTasks == "" {
 		lc.UnknownTasks = "deny"
 	}
+	if lc.RetiredIDs.Capacity == 0 {
+		lc.RetiredIDs.Capacity = max(1_000_000, 10*lc.MaxTasks)
+	}
+	if lc.RetiredIDs.FalsePositiveRate == 0 {
+		lc.RetiredIDs.FalsePositiveRate = task.DefaultRetiredFalsePositive
+	}
 	c.Envoy.applyDefaults()
 	c.Store.applyDefaults()
 	for i := range c.Agents {
@@ -581,6 +606,13 @@ func (c *Config) Validate() error {
 	}
 	if u := c.Lifecycle.UnknownTasks; u != "deny" && u != "allow" {
 		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)
+	}
+	if r := c.Lifecycle.RetiredIDs; r.Capacity < 1 {
+		bad("lifecycle.retired_ids.capacity", "must be positive, not %d", r.Capacity)
+	} else if r.FalsePositiveRate < task.MinRetiredFalsePositive || r.FalsePositiveRate >= 0.5 {
+		bad("lifecycle.retired_ids.false_positive_rate", "must be between %g and 0.5, not %g", task.MinRetiredFalsePositive, r.FalsePositiveRate)
+	} else if _, err := task.NewRetired(r.Capacity, r.FalsePositiveRate); err != nil {
+		bad("lifecycle.retired_ids", "%v", err)
 	}
 	c.Envoy.validate(c, bad)
 	c.Store.validate(bad)

@@ -92,9 +92,18 @@ func TestInvalid(t *testing.T) {
 		"agents[1].name": func(s string) string {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
-		"listen":                              func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
-		"nonsense: unknown key":               func(s string) string { return s + "nonsense: 1\n" },
-		"lifecycle.unknown_tasks":             func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"listen":                  func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
+		"nonsense: unknown key":   func(s string) string { return s + "nonsense: 1\n" },
+		"lifecycle.unknown_tasks": func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"lifecycle.retired_ids.capacity": func(s string) string {
+			return s + "lifecycle:\n  retired_ids: {capacity: -1}\n"
+		},
+		"lifecycle.retired_ids.false_positive_rate": func(s string) string {
+			return s + "lifecycle:\n  retired_ids: {false_positive_rate: 0.7}\n"
+		},
+		"lifecycle.retired_ids: retired ids: 1000000000 ids": func(s string) string {
+			return s + "lifecycle:\n  retired_ids: {capacity: 1000000000}\n"
+		},
 		"push.trusted_hosts[0]":               func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
 		"push: bounds":                        func(s string) string { return s + "push:\n  max_attempts: -1\n" },
 		"lifecycle: task and follower bounds": func(s string) string { return s + "lifecycle:\n  max_followers_per_owner: -1\n" },
@@ -221,6 +230,21 @@ func TestAdminAccessKeys(t *testing.T) {
 		"admin: '0.0.0.0:8477'\nadmin_token_file: /etc/writ/admin/token\n": false} {
 		if got := warns(yaml); got != want {
 			t.Errorf("%q: warns %v, want %v", yaml, got, want)
+		}
+	}
+}
+
+// TestRetiredIDsDefaults: the retired-id set holds ten times max_tasks ids, at
+// least a million, at a false-positive rate of one in a million.
+func TestRetiredIDsDefaults(t *testing.T) {
+	for extra, want := range map[string]int{"": 1_000_000, "lifecycle: {max_tasks: 500000}\n": 5_000_000,
+		"lifecycle: {retired_ids: {capacity: 2000}}\n": 2000} {
+		c, err := Parse([]byte(good + extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := c.Lifecycle.RetiredIDs; r.Capacity != want || r.FalsePositiveRate != 1e-6 {
+			t.Errorf("%q: retired_ids %+v, want capacity %d at 1e-6", extra, r, want)
 		}
 	}
 }

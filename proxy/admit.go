@@ -226,7 +226,7 @@ func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcom
 	req, rt := &x.req, x.rt
 	if missing != "" {
 		switch missing {
-		case missingContext:
+		case missingContext, retiredContext:
 			return c.refuse(x, task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)))
 		case missingReference:
 			return c.refuse(x, notFound(x.missingID))

@@ -150,7 +150,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 	}
 	c.observe(ctx, p, events)
 	if p.failed != nil {
-		out := p.Fail(unavailable()) // logged and counted where it failed
+		out := p.Fail(p.failure()) // logged and counted where it failed
 		return nil, &out
 	}
 	c.maybeFollow(p, events)
@@ -303,9 +303,19 @@ func (r *Relay) Next() ([]byte, error) {
 	p.core.observe(context.WithoutCancel(r.ctx), p, evs)
 	if p.failed != nil {
 		r.done = true
-		return p.StreamFault(unavailable()), p.failed // logged and counted where it failed
+		return p.StreamFault(p.failure()), p.failed // logged and counted where it failed
 	}
 	return ev.Raw, nil
+}
+
+// failure is the caller's answer when p.failed is set: not found for a task
+// the store refused to let this request claim (ErrRetired), else the store
+// was unavailable.
+func (p *Plan) failure() *task.Fault {
+	if errors.Is(p.failed, task.ErrRetired) {
+		return notFound(p.x.req.TaskID)
+	}
+	return unavailable()
 }
 
 // StreamFault renders a fault as one event of the request's stream.

@@ -14,6 +14,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -154,7 +155,7 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		inc.Mode = events.ModeSidecar
 	}
 	// writ's own headers are never believed from a caller.
-	inc.Header = stripWritHeaders(inc.Header)
+	inc.Header = writheader.Strip(inc.Header)
 	if out, ok := c.canonical(inc); !ok {
 		return out
 	}

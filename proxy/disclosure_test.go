@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -37,7 +38,7 @@ func TestForeignTaskNoDecisionOracle(t *testing.T) {
 	if fr.StatusCode != mr.StatusCode || fb != mb {
 		t.Fatalf("bodies differ: foreign %d %s / missing %d %s", fr.StatusCode, fb, mr.StatusCode, mb)
 	}
-	for _, k := range []string{DecisionHeader, "Content-Type", "Cache-Control"} {
+	for _, k := range []string{writheader.Decision, "Content-Type", "Cache-Control"} {
 		if (fr.Header.Get(k) == "") != (mr.Header.Get(k) == "") {
 			t.Errorf("header %s: foreign %q, missing %q: the foreign task is distinguishable", k, fr.Header.Get(k), mr.Header.Get(k))
 		}
@@ -60,8 +61,8 @@ func TestHiddenCardNoDecisionOracle(t *testing.T) {
 	if hr.StatusCode != 404 || mr.StatusCode != 404 || string(hb) != string(mb) {
 		t.Fatalf("hidden %d %s / missing %d %s", hr.StatusCode, hb, mr.StatusCode, mb)
 	}
-	if hr.Header.Get(DecisionHeader) != mr.Header.Get(DecisionHeader) {
-		t.Errorf("hidden card carries %s %q, a missing agent %q", DecisionHeader, hr.Header.Get(DecisionHeader), mr.Header.Get(DecisionHeader))
+	if hr.Header.Get(writheader.Decision) != mr.Header.Get(writheader.Decision) {
+		t.Errorf("hidden card carries %s %q, a missing agent %q", writheader.Decision, hr.Header.Get(writheader.Decision), mr.Header.Get(writheader.Decision))
 	}
 }
 

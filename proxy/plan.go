@@ -13,6 +13,7 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -77,7 +78,7 @@ func (c *Core) forward(x *exchange) Outcome {
 		}
 	}
 	p := &Plan{core: c, x: x, Method: x.inc.Method, URL: &target, Body: body, Streams: streams(x.req.Operation),
-		Header: http.Header{CallerHeader: {callerHeader(x.caller)}, DecisionHeader: {x.dec.ID}}}
+		Header: http.Header{writheader.Caller: {writheader.CallerValue(x.caller)}, writheader.Decision: {x.dec.ID}}}
 	if _, reads := x.edge.(adapters.Answers); reads {
 		p.Drop = []string{"Accept-Encoding"}
 	}
@@ -103,7 +104,7 @@ func (p *Plan) InvalidAnswers() int { return p.invalid }
 // in the request's protocol shape, with writ's decision id.
 func (p *Plan) Fail(f *task.Fault) wire.Rendered {
 	out := p.x.edge.RenderFault(&p.x.req, f)
-	out.Header = withHeader(out.Header, DecisionHeader, p.x.dec.ID)
+	out.Header = withHeader(out.Header, writheader.Decision, p.x.dec.ID)
 	out.Header.Set("Cache-Control", "no-store")
 	return out
 }

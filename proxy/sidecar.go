@@ -15,6 +15,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -100,7 +101,7 @@ func writeRendered(w http.ResponseWriter, out wire.Rendered, decisionID string) 
 		h[k] = v
 	}
 	if decisionID != "" {
-		h.Set(DecisionHeader, decisionID)
+		h.Set(writheader.Decision, decisionID)
 	}
 	if out.ContentType != "" {
 		h.Set("Content-Type", out.ContentType)
@@ -232,7 +233,7 @@ func writeAnswerHead(w http.ResponseWriter, p *Plan, resp *http.Response) {
 	}
 	stripHop(h)
 	h.Del("Content-Length")
-	h.Set(DecisionHeader, p.x.dec.ID)
+	h.Set(writheader.Decision, p.x.dec.ID)
 	w.WriteHeader(resp.StatusCode)
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/envoyreq"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // HeadersToRemoveHeader is how an HTTP authorization server asks Envoy to strip
@@ -60,7 +61,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	start := time.Now()
-	remove := proxy.WritSpellings(inc.Header)
+	remove := writheader.Spellings(inc.Header)
 	out, dry := s.decide(r.Context(), inc)
 	s.served(out, start)
 	if out.Kind != proxy.Forward && !dry {
@@ -74,10 +75,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if dry && out.DecisionID != "" {
-		h.Set(proxy.DecisionHeader, out.DecisionID)
+		h.Set(writheader.Decision, out.DecisionID)
 	}
 	var drop []string
-	for _, k := range append(remove, proxy.CallerHeader) {
+	for _, k := range append(remove, writheader.Caller) {
 		if h.Get(k) == "" && !slices.Contains(drop, strings.ToLower(k)) { // Envoy removes after it sets: never both
 			drop = append(drop, strings.ToLower(k))
 		}
@@ -129,7 +130,7 @@ func (s *Server) answer(w http.ResponseWriter, out proxy.Outcome) {
 	}
 	h.Set("Cache-Control", "no-store")
 	if out.DecisionID != "" {
-		h.Set(proxy.DecisionHeader, out.DecisionID)
+		h.Set(writheader.Decision, out.DecisionID)
 	}
 	st := out.EnvoyStatus()
 	if st >= 200 && st < 300 {

@@ -24,6 +24,7 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/envoyreq"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -196,7 +197,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 		return st.plain(http.StatusInternalServerError, "writ: the route Envoy chose names more than one agent"), nil
 	}
 	_, rawQuery, _ := strings.Cut(target, "?")
-	st.remove = proxy.WritSpellings(hdr)
+	st.remove = writheader.Spellings(hdr)
 	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, RawPath: raw, Route: route,
 		Query: query, RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
@@ -339,8 +340,8 @@ func (st *stream) immediate(out proxy.Outcome) *extprocv3.ProcessingResponse {
 	if out.Answer.ContentType != "" {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader("content-type", out.Answer.ContentType))
 	}
-	if out.DecisionID != "" && out.Answer.Header.Get(proxy.DecisionHeader) == "" {
-		mut.SetHeaders = append(mut.SetHeaders, setHeader(proxy.DecisionHeader, out.DecisionID))
+	if out.DecisionID != "" && out.Answer.Header.Get(writheader.Decision) == "" {
+		mut.SetHeaders = append(mut.SetHeaders, setHeader(writheader.Decision, out.DecisionID))
 	}
 	st.ev.Status = code
 	st.report()
@@ -378,7 +379,7 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 	if d := st.attr(AttrCodeDetails); d != "" && d != "via_upstream" && code >= 500 {
 		return st.upstreamFailed(d), nil
 	}
-	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(proxy.DecisionHeader, st.out.DecisionID)}}
+	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(writheader.Decision, st.out.DecisionID)}}
 	stream, refused := st.plan.Reads(hdr)
 	if refused != nil {
 		// Replaced while Envoy still holds the headers; the body that

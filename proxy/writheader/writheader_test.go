@@ -1,4 +1,4 @@
-package proxy
+package writheader
 
 import (
 	"encoding/json"
@@ -35,7 +35,7 @@ func TestCallerHeaderMatchesMarshal(t *testing.T) {
 		if want := marshaledCallerHeader(tc.c); plain && got != want {
 			t.Errorf("%+v: %s, want %s", tc.c, got, want)
 		}
-		if callerHeader(tc.c) != marshaledCallerHeader(tc.c) {
+		if CallerValue(tc.c) != marshaledCallerHeader(tc.c) {
 			t.Errorf("%+v: callerHeader differs from the marshaled header", tc.c)
 		}
 	}
@@ -53,7 +53,7 @@ func FuzzCallerHeader(f *testing.F) {
 			t.Fatalf("%+v: %s, want %s", c, got, marshaledCallerHeader(c))
 		}
 		// The header is printable ASCII, and reads back as the caller.
-		h := callerHeader(c)
+		h := CallerValue(c)
 		for i := 0; i < len(h); i++ {
 			if h[i] < 0x20 || h[i] > 0x7e {
 				t.Fatalf("%+v: byte %#x at %d of %q", c, h[i], i, h)
@@ -75,7 +75,7 @@ func FuzzCallerHeader(f *testing.F) {
 // the JSON, so the header is ASCII and decodes to the caller's own strings.
 func TestCallerHeaderASCII(t *testing.T) {
 	c := identity.Caller{Method: "jwt", AgentID: "bänk-名-😀\x7f", UserID: "\u2028", Chain: []string{"é"}}
-	h := callerHeader(c)
+	h := CallerValue(c)
 	want := `{"authenticated":false,"method":"jwt","agent_id":"b\u00e4nk-\u540d-\ud83d\ude00\u007f","user_id":"\u2028","chain":["\u00e9"]}`
 	if h != want {
 		t.Fatalf("header %s, want %s", h, want)

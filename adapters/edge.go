@@ -30,6 +30,12 @@ type Edge interface {
 	Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault)
 	// RenderFault renders a fault in the protocol shape of the request.
 	RenderFault(req *task.Request, f *task.Fault) wire.Rendered
+	// DecisionHeaders names every request header Parse reads (the version,
+	// the extensions, the content type, a declared classification): what the
+	// decision about the request depends on. The core refuses a request
+	// whose Connection header names one of them, since forwarding would drop
+	// it (hop-by-hop) and the agent would not see what writ decided on.
+	DecisionHeaders() []string
 }
 
 // Answers reads an upstream's answers into lifecycle events.

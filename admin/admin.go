@@ -7,14 +7,21 @@
 //
 //	GET  /healthz            200 "ok" while the process lives
 //	GET  /readyz             200 when a policy is loaded, the lifecycle store answers (Deps.StoreReady) and Deps.Ready passes, else 503 with the reason
-//	GET  /v1/policy          the live policy: revision, files, load time, test counts, last reload
-//	POST /v1/policy/reload   reload now: 200 with the new revision, or 422 while the old one keeps serving
-//	GET  /v1/agents/{agent}/tasks/{id}  the task's lifecycle record (never message content, push tokens or credentials)
 //	GET  /metrics            Deps.Metrics, when set
-//	     /debug/pprof/...    net/http/pprof, only when Deps.Pprof
+//	GET  /v1/policy          operator: the live policy: revision, files, load time, test counts, last reload
+//	POST /v1/policy/reload   operator: reload now: 200 with the new revision, or 422 while the old one keeps serving
+//	GET  /v1/agents/{agent}/tasks/{id}  operator: the task's lifecycle record (never message content, push tokens or credentials)
+//	     /debug/pprof/...    operator: net/http/pprof, only when Deps.Pprof
 //
-// State-changing requests that a browser marks as cross-origin are refused (403):
-// a web page open on an operator's machine cannot make it reload the policy.
+// Every request must name an allowed host (Deps.Addrs, Deps.Hosts, loopback;
+// else 421) and must not come from another site (a cross-site Origin or
+// Sec-Fetch-Site: 403): a web page open on an operator's machine can neither
+// reach the API through DNS rebinding nor drive it from its own origin. The
+// probe and scrape routes stay open to anyone who reaches the listener; the
+// operator routes read task records, the policy and the process's memory or
+// change the policy, so they need Deps.Token as a bearer token, or without
+// one a listener on loopback only (403 otherwise): a process next to writ
+// (the agent in the same pod) cannot read every caller's task records.
 package admin
 
 import (
@@ -59,9 +66,21 @@ type Deps struct {
 	Metrics http.Handler
 	// Pprof serves /debug/pprof/ and its sub-handlers when true.
 	Pprof bool
-	// Logger records reloads asked for through the API and store failures
-	// (default slog.Default()).
+	// Logger records reloads asked for through the API, refused operator
+	// requests and store failures (default slog.Default()).
 	Logger *slog.Logger
+	// Addrs are the listener's addresses, as configured and as bound
+	// (host:port): requests may name their hosts in Host, and the operator
+	// routes answer without a Token only when every one is loopback. None
+	// (the zero value): the listener counts as reachable beyond loopback.
+	Addrs []string
+	// Hosts are further host names requests may name in Host (admin_hosts),
+	// besides Addrs' hosts, localhost and loopback addresses (and, on a
+	// listener on every interface, any IP address).
+	Hosts []string
+	// Token, when set, is the bearer token every operator request must carry
+	// (admin_token_file; LoadToken reads it).
+	Token string
 }
 
 // ReadyTimeout bounds one Deps.Ready call; a slower check answers 503. Set
@@ -73,31 +92,35 @@ func New(d Deps) http.Handler {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
-	a := &api{d: d}
+	a := &api{d: d, access: newAccess(d)}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", a.healthz)
 	mux.HandleFunc("GET /readyz", a.readyz)
-	mux.HandleFunc("GET /v1/policy", a.policy)
-	mux.HandleFunc("POST /v1/policy/reload", a.reload)
-	mux.HandleFunc("GET /v1/agents/{agent}/tasks/{id}", a.task)
 	if d.Metrics != nil {
 		mux.Handle("GET /metrics", d.Metrics)
 	}
+	op := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.operator(h)) }
+	op("GET /v1/policy", a.policy)
+	op("POST /v1/policy/reload", a.reload)
+	op("GET /v1/agents/{agent}/tasks/{id}", a.task)
 	if d.Pprof {
 		// pprof.Index also serves every named profile (heap, goroutine, …)
 		// below /debug/pprof/.
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("POST /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		op("GET /debug/pprof/", pprof.Index)
+		op("GET /debug/pprof/cmdline", pprof.Cmdline)
+		op("GET /debug/pprof/profile", pprof.Profile)
+		op("GET /debug/pprof/symbol", pprof.Symbol)
+		op("POST /debug/pprof/symbol", pprof.Symbol)
+		op("GET /debug/pprof/trace", pprof.Trace)
 	}
-	return http.NewCrossOriginProtection().Handler(mux)
+	return a.guard(mux)
 }
 
 // api holds the handlers' dependencies.
-type api struct{ d Deps }
+type api struct {
+	d      Deps
+	access access
+}
 
 func (a *api) healthz(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -88,7 +88,7 @@ func decode[T any](t *testing.T, body string) T {
 }
 
 func TestHealthz(t *testing.T) {
-	h := admin.New(admin.Deps{}) // alive even with nothing wired
+	h := newLocal(admin.Deps{}) // alive even with nothing wired
 	if code, body := do(t, h, "GET", "/healthz"); code != 200 || body != "ok\n" {
 		t.Fatalf("%d %q", code, body)
 	}
@@ -101,21 +101,21 @@ func TestReadyz(t *testing.T) {
 	f := newFixture(t)
 	rev := f.engine.Policy().Revision
 
-	if code, body := do(t, admin.New(admin.Deps{}), "GET", "/readyz"); code != 503 || !strings.Contains(body, "no policy loaded") {
+	if code, body := do(t, newLocal(admin.Deps{}), "GET", "/readyz"); code != 503 || !strings.Contains(body, "no policy loaded") {
 		t.Errorf("no engine: %d %q", code, body)
 	}
-	if code, body := do(t, admin.New(admin.Deps{Engine: f.engine}), "GET", "/readyz"); code != 200 || !strings.Contains(body, rev) {
+	if code, body := do(t, newLocal(admin.Deps{Engine: f.engine}), "GET", "/readyz"); code != 200 || !strings.Contains(body, rev) {
 		t.Errorf("nil Ready: %d %q", code, body)
 	}
 	var sawDeadline bool
-	up := admin.New(admin.Deps{Engine: f.engine, Ready: func(ctx context.Context) error {
+	up := newLocal(admin.Deps{Engine: f.engine, Ready: func(ctx context.Context) error {
 		_, sawDeadline = ctx.Deadline()
 		return nil
 	}})
 	if code, _ := do(t, up, "GET", "/readyz"); code != 200 || !sawDeadline {
 		t.Errorf("ready: %d, deadline %v", code, sawDeadline)
 	}
-	down := admin.New(admin.Deps{Engine: f.engine, Ready: func(context.Context) error {
+	down := newLocal(admin.Deps{Engine: f.engine, Ready: func(context.Context) error {
 		return errors.New("agent sanctions: GET /.well-known/agent-card.json: connection refused")
 	}})
 	if code, body := do(t, down, "GET", "/readyz"); code != 503 || !strings.Contains(body, "connection refused") {
@@ -124,7 +124,7 @@ func TestReadyz(t *testing.T) {
 	// The lifecycle store: down makes the process not ready, whatever the
 	// agents say; back, ready again.
 	storeErr := errors.New("lifecycle store unavailable: dial tcp 127.0.0.1:6379: connection refused")
-	store := admin.New(admin.Deps{Engine: f.engine, StoreReady: func(ctx context.Context) error {
+	store := newLocal(admin.Deps{Engine: f.engine, StoreReady: func(ctx context.Context) error {
 		if _, ok := ctx.Deadline(); !ok {
 			return errors.New("no deadline")
 		}
@@ -143,7 +143,7 @@ func TestReadyz(t *testing.T) {
 func TestPolicy(t *testing.T) {
 	f := newFixture(t)
 	p := f.engine.Policy()
-	code, body := do(t, admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl}), "GET", "/v1/policy")
+	code, body := do(t, newLocal(admin.Deps{Engine: f.engine, Reloader: f.rl}), "GET", "/v1/policy")
 	st := decode[admin.PolicyStatus](t, body)
 	if code != 200 || st.Revision != p.Revision || len(st.Files) != 2 || st.Tests.Passed != 1 ||
 		!st.Loaded.Equal(p.Loaded) || st.LastReload == nil || !st.LastReload.OK ||
@@ -158,13 +158,13 @@ func TestPolicy(t *testing.T) {
 	}
 	// Without a reloader there is no reload history; without an engine, no policy.
 	st = decode[admin.PolicyStatus](t, func() string {
-		_, b := do(t, admin.New(admin.Deps{Engine: f.engine}), "GET", "/v1/policy")
+		_, b := do(t, newLocal(admin.Deps{Engine: f.engine}), "GET", "/v1/policy")
 		return b
 	}())
 	if st.LastReload != nil || st.Revision != p.Revision {
 		t.Errorf("no reloader: %+v", st)
 	}
-	if code, _ := do(t, admin.New(admin.Deps{}), "GET", "/v1/policy"); code != 503 {
+	if code, _ := do(t, newLocal(admin.Deps{}), "GET", "/v1/policy"); code != 503 {
 		t.Errorf("no engine: %d", code)
 	}
 }
@@ -173,7 +173,7 @@ func TestPolicy(t *testing.T) {
 // directory is refused (422) and the old revision keeps serving and deciding.
 func TestReload(t *testing.T) {
 	f := newFixture(t)
-	h := admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl})
+	h := newLocal(admin.Deps{Engine: f.engine, Reloader: f.rl})
 	first := f.engine.Policy().Revision
 
 	// Unchanged files: a successful no-op.
@@ -218,7 +218,7 @@ func TestReload(t *testing.T) {
 	if code, _ := do(t, h, "GET", "/v1/policy/reload"); code != http.StatusMethodNotAllowed {
 		t.Errorf("GET reload: %d", code)
 	}
-	if code, _ := do(t, admin.New(admin.Deps{Engine: f.engine}), "POST", "/v1/policy/reload"); code != 503 {
+	if code, _ := do(t, newLocal(admin.Deps{Engine: f.engine}), "POST", "/v1/policy/reload"); code != 503 {
 		t.Errorf("no reloader: %d", code)
 	}
 }
@@ -226,7 +226,7 @@ func TestReload(t *testing.T) {
 // TestReloadCrossOrigin: a browser's cross-site POST cannot trigger a reload.
 func TestReloadCrossOrigin(t *testing.T) {
 	f := newFixture(t)
-	h := admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl})
+	h := newLocal(admin.Deps{Engine: f.engine, Reloader: f.rl})
 	if code, _ := do(t, h, "POST", "/v1/policy/reload", "Sec-Fetch-Site", "cross-site"); code != http.StatusForbidden {
 		t.Fatalf("cross-site POST: %d", code)
 	}
@@ -259,7 +259,7 @@ func TestTask(t *testing.T) {
 		Token: "tok-SECRET-9f2", AuthScheme: "Bearer", Credentials: "cred-SECRET-77a"}); err != nil {
 		t.Fatal(err)
 	}
-	h := admin.New(admin.Deps{Store: store})
+	h := newLocal(admin.Deps{Store: store})
 
 	code, body := do(t, h, "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1")
 	if code != 200 {
@@ -303,10 +303,10 @@ func TestTask(t *testing.T) {
 	if code, body := do(t, h, "GET", "/v1/agents/sanctions-screening-agent/tasks/a%2Fb"); code != 200 || !strings.Contains(body, `"a/b"`) {
 		t.Errorf("escaped id: %d %s", code, body)
 	}
-	if code, _ := do(t, admin.New(admin.Deps{}), "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != 503 {
+	if code, _ := do(t, newLocal(admin.Deps{}), "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != 503 {
 		t.Errorf("no store: %d", code)
 	}
-	if code, body := do(t, admin.New(admin.Deps{Store: failing{}}), "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != 500 || strings.Contains(body, "disk") {
+	if code, body := do(t, newLocal(admin.Deps{Store: failing{}}), "GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"); code != 500 || strings.Contains(body, "disk") {
 		t.Errorf("store failure: %d %s", code, body)
 	}
 }
@@ -337,13 +337,13 @@ func (failing) Get(context.Context, task.Ref) (task.Record, bool, error) {
 }
 
 func TestPprof(t *testing.T) {
-	off := admin.New(admin.Deps{})
+	off := newLocal(admin.Deps{})
 	for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/pprof"} {
 		if code, _ := do(t, off, "GET", p); code != 404 {
 			t.Errorf("pprof off by default, but %s answers %d", p, code)
 		}
 	}
-	on := admin.New(admin.Deps{Pprof: true})
+	on := newLocal(admin.Deps{Pprof: true})
 	for _, p := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=1",
 		"/debug/pprof/cmdline", "/debug/pprof/symbol", "/debug/pprof/trace?seconds=0.01", "/debug/pprof/profile?seconds=1"} {
 		if code, _ := do(t, on, "GET", p); code != 200 {
@@ -353,13 +353,13 @@ func TestPprof(t *testing.T) {
 }
 
 func TestMetrics(t *testing.T) {
-	if code, _ := do(t, admin.New(admin.Deps{}), "GET", "/metrics"); code != 404 {
+	if code, _ := do(t, newLocal(admin.Deps{}), "GET", "/metrics"); code != 404 {
 		t.Errorf("no metrics handler: %d", code)
 	}
 	m := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = io.WriteString(w, "writ_policy_reloads_total{result=\"ok\"} 0\n")
 	})
-	h := admin.New(admin.Deps{Metrics: m})
+	h := newLocal(admin.Deps{Metrics: m})
 	if code, body := do(t, h, "GET", "/metrics"); code != 200 || !strings.HasPrefix(body, "writ_policy_reloads_total") {
 		t.Errorf("metrics: %d %q", code, body)
 	}
@@ -370,7 +370,7 @@ func TestMetrics(t *testing.T) {
 
 func TestUnknownRoutes(t *testing.T) {
 	f := newFixture(t)
-	h := admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl, Store: task.NewMemoryStore(task.MemoryLimits{})})
+	h := newLocal(admin.Deps{Engine: f.engine, Reloader: f.rl, Store: task.NewMemoryStore(task.MemoryLimits{})})
 	for _, p := range []string{"/", "/v1", "/v1/", "/v1/policy/", "/v1/tasks", "/v1/tasks/t-1", "/v1/agents/x/tasks/", "/v1/agents/x/tasks/a/b", "/healthz/x", "/metrics"} {
 		if code, _ := do(t, h, "GET", p); code != 404 {
 			t.Errorf("GET %s: %d", p, code)
@@ -387,7 +387,7 @@ func TestUnknownRoutes(t *testing.T) {
 // while reloads run (go test -race).
 func TestReadyzConcurrentWithReload(t *testing.T) {
 	f := newFixture(t)
-	h := admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl})
+	h := newLocal(admin.Deps{Engine: f.engine, Reloader: f.rl})
 	srv := httptest.NewServer(h)
 	defer srv.Close()
 	done := make(chan struct{})
@@ -424,5 +424,182 @@ func TestReadyzConcurrentWithReload(t *testing.T) {
 				t.Fatalf("%s: %d during reloads", p, resp.StatusCode)
 			}
 		}
+	}
+}
+
+// newLocal is the admin API on a loopback listener (writ's default admin
+// address), as most tests here serve it.
+func newLocal(d admin.Deps) http.Handler {
+	if d.Addrs == nil {
+		d.Addrs = []string{"127.0.0.1:8477"}
+	}
+	return admin.New(d)
+}
+
+// doHost is do with the request's Host (and any headers) set.
+func doHost(t *testing.T, h http.Handler, method, path, host string, header ...string) (int, string) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	req, err := http.NewRequest(method, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Host = host
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestAdminHostAllowList: a request naming a host the listener is not —
+// what a DNS-rebinding page sends — is refused (421) on every route; the
+// listener's own addresses, localhost, loopback addresses and admin_hosts
+// are served, and on a listener on every interface any IP address (the pod
+// IP kubelet probes and Prometheus use).
+//
+// Threat: DNS rebinding: a web page open on an operator's machine resolves
+// its own name to 127.0.0.1 and then reads task records or reloads the
+// policy through the victim's browser. Defence: every request's Host must be
+// one of the listener's (Deps.Addrs, Deps.Hosts, localhost, loopback).
+func TestAdminHostAllowList(t *testing.T) {
+	f := newFixture(t)
+	m := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "writ_up 1\n") })
+	local := admin.New(admin.Deps{Engine: f.engine, Reloader: f.rl, Metrics: m, Addrs: []string{"127.0.0.1:8477"},
+		Hosts: []string{"writ-admin.internal"}})
+	for _, host := range []string{"evil.example:8477", "rebind.attacker.test", "127.0.0.1.evil.example:8477", "10.0.0.5:8477"} {
+		for _, r := range [][2]string{{"GET", "/healthz"}, {"GET", "/metrics"}, {"GET", "/v1/policy"}, {"POST", "/v1/policy/reload"}} {
+			if code, _ := doHost(t, local, r[0], r[1], host); code != http.StatusMisdirectedRequest {
+				t.Errorf("Host %q: %s %s answers %d, want 421", host, r[0], r[1], code)
+			}
+		}
+	}
+	if ok, failed := f.rl.Counts(); ok+failed != 0 {
+		t.Fatalf("a request for a foreign host reloaded the policy")
+	}
+	for _, host := range []string{"127.0.0.1:8477", "localhost:8477", "LOCALHOST.", "[::1]:8477", "127.0.0.2", "writ-admin.internal:8477"} {
+		if code, body := doHost(t, local, "GET", "/v1/policy", host); code != 200 {
+			t.Errorf("Host %q: %d %s", host, code, body)
+		}
+	}
+	all := admin.New(admin.Deps{Engine: f.engine, Metrics: m, Addrs: []string{"0.0.0.0:8477"}})
+	for host, want := range map[string]int{"10.1.2.3:8477": 200, "[fd00::7]:8477": 200, "127.0.0.1:8477": 200, "evil.example:8477": 421} {
+		if code, _ := doHost(t, all, "GET", "/metrics", host); code != want {
+			t.Errorf("every interface, Host %q: %d, want %d", host, code, want)
+		}
+	}
+}
+
+// TestAdminRefusesCrossSite: a request a browser sends on behalf of another
+// site — Sec-Fetch-Site cross-site or same-site, or an Origin other than the
+// host it asks — is refused on reads as on writes.
+//
+// Threat: a page on another origin reads or drives the admin API through
+// the operator's browser. Defence: a cross-site Origin or Sec-Fetch-Site is
+// refused (403) on every route, reads included.
+func TestAdminRefusesCrossSite(t *testing.T) {
+	f := newFixture(t)
+	h := newLocal(admin.Deps{Engine: f.engine, Reloader: f.rl})
+	for _, hdr := range [][2]string{{"Sec-Fetch-Site", "cross-site"}, {"Sec-Fetch-Site", "same-site"},
+		{"Origin", "http://evil.example"}, {"Origin", "null"}, {"Origin", "http://127.0.0.1:9999"}} {
+		if code, _ := doHost(t, h, "GET", "/v1/policy", "127.0.0.1:8477", hdr[0], hdr[1]); code != http.StatusForbidden {
+			t.Errorf("GET with %s: %s answers %d, want 403", hdr[0], hdr[1], code)
+		}
+	}
+	if code, _ := doHost(t, h, "GET", "/v1/policy", "127.0.0.1:8477", "Origin", "http://127.0.0.1:8477", "Sec-Fetch-Site", "same-origin"); code != 200 {
+		t.Errorf("same origin: %d", code)
+	}
+}
+
+// TestAdminOperatorRoutes: on a listener beyond loopback the operator routes
+// (task records, the policy, reload, pprof) need the admin token — without
+// one configured they are off (403) — while /healthz, /readyz and /metrics
+// stay open; with a token, a request without it or with another is 401; on
+// a loopback listener without a token they answer.
+//
+// Threat: a process that shares writ's network — the agent in writ's pod,
+// which reaches the admin port on the pod's loopback — reads every caller's
+// task records, or reloads the policy. Defence: the operator routes need a
+// bearer token from admin_token_file (which only writ's container mounts),
+// or without one are served only by a listener bound to loopback alone.
+func TestAdminOperatorRoutes(t *testing.T) {
+	f := newFixture(t)
+	store := task.NewMemoryStore(task.MemoryLimits{})
+	if err := store.Create(context.Background(), task.Record{Task: task.Task{ID: "t-1", State: task.Running},
+		Agent: "sanctions-screening-agent"}); err != nil {
+		t.Fatal(err)
+	}
+	m := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "writ_up 1\n") })
+	deps := func(addr, token string) admin.Deps {
+		return admin.Deps{Engine: f.engine, Reloader: f.rl, Store: store, Metrics: m, Pprof: true,
+			Addrs: []string{addr}, Token: token}
+	}
+	operator := [][2]string{{"GET", "/v1/agents/sanctions-screening-agent/tasks/t-1"}, {"GET", "/v1/policy"},
+		{"POST", "/v1/policy/reload"}, {"GET", "/debug/pprof/cmdline"}}
+	open := [][2]string{{"GET", "/healthz"}, {"GET", "/readyz"}, {"GET", "/metrics"}}
+	const tok = "0123456789abcdef0123456789abcdef"
+
+	pod := admin.New(deps("0.0.0.0:8477", ""))
+	for _, r := range operator {
+		if code, _ := doHost(t, pod, r[0], r[1], "127.0.0.1:8477"); code != http.StatusForbidden {
+			t.Errorf("every interface, no token: %s %s answers %d, want 403", r[0], r[1], code)
+		}
+	}
+	if ok, failed := f.rl.Counts(); ok+failed != 0 {
+		t.Fatal("a refused request reloaded the policy")
+	}
+	for _, r := range open {
+		if code, _ := doHost(t, pod, r[0], r[1], "10.1.2.3:8477"); code != 200 {
+			t.Errorf("every interface: %s %s answers %d", r[0], r[1], code)
+		}
+	}
+	withToken := admin.New(deps("0.0.0.0:8477", tok))
+	for _, r := range operator {
+		for _, auth := range []string{"", "Bearer ", "Bearer wrong-" + tok, "Basic " + tok, tok} {
+			if code, _ := doHost(t, withToken, r[0], r[1], "127.0.0.1:8477", "Authorization", auth); code != http.StatusUnauthorized {
+				t.Errorf("token set, Authorization %q: %s %s answers %d, want 401", auth, r[0], r[1], code)
+			}
+		}
+		if code, body := doHost(t, withToken, r[0], r[1], "10.1.2.3:8477", "Authorization", "Bearer "+tok); code != 200 {
+			t.Errorf("with the token: %s %s answers %d %s", r[0], r[1], code, body)
+		}
+	}
+	local := admin.New(deps("127.0.0.1:8477", ""))
+	for _, r := range operator {
+		if code, body := doHost(t, local, r[0], r[1], "127.0.0.1:8477"); code != 200 {
+			t.Errorf("loopback, no token: %s %s answers %d %s", r[0], r[1], code, body)
+		}
+	}
+	if code, _ := doHost(t, admin.New(admin.Deps{Engine: f.engine}), "GET", "/v1/policy", "127.0.0.1"); code != http.StatusForbidden {
+		t.Errorf("no listener address given: operator routes answer %d, want 403 (fail closed)", code)
+	}
+}
+
+// TestLoadToken: the token file's content, trimmed; too short, with spaces
+// or missing is an error naming the key.
+func TestLoadToken(t *testing.T) {
+	dir := t.TempDir()
+	for content, ok := range map[string]bool{
+		"0123456789abcdef0123456789abcdef\n": true, "  0123456789abcdef0123456789abcdef0123  ": true,
+		"short\n": false, "0123456789abcdef 0123456789abcdef": false, "0123456789abcdef0123456789abcdef\x00": false, "": false,
+	} {
+		p := filepath.Join(dir, "token")
+		write(t, p, content)
+		tok, err := admin.LoadToken(p)
+		if (err == nil) != ok || (ok && tok != strings.TrimSpace(content)) {
+			t.Errorf("%q: %q %v", content, tok, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "admin_token_file") {
+			t.Errorf("%q: the error names no key: %v", content, err)
+		}
+	}
+	if _, err := admin.LoadToken(filepath.Join(dir, "missing")); err == nil {
+		t.Error("a missing file loads")
 	}
 }

@@ -92,6 +92,10 @@ type InputOwner struct {
 
 // InputPush is a push-notification config being set.
 type InputPush struct {
+	// URL is the callback's origin, scheme://host[:port] ("" when the URL does
+	// not parse): never its userinfo, path, query or fragment, which may carry
+	// a credential (a signed webhook) that a reason quoting the URL would put
+	// in the decision log. The policy decides on the origin.
 	URL        string `json:"url"`
 	Scheme     string `json:"scheme"`
 	Host       string `json:"host"`
@@ -213,15 +217,15 @@ func BuildInput(f *Facts) *Input {
 // pushInput splits a callback URL into what the callback policy reads. Hosts are
 // lower-cased so allow-list matching is exact but not case-sensitive.
 func pushInput(p *task.PushConfig) *InputPush {
-	out := &InputPush{URL: p.URL, HasToken: p.Token != "", AuthScheme: p.AuthScheme}
-	out.Scheme, out.Host, out.Port = splitURL(p.URL)
+	out := &InputPush{HasToken: p.Token != "", AuthScheme: p.AuthScheme}
+	out.URL, out.Scheme, out.Host, out.Port = splitURL(p.URL)
 	return out
 }
 
 // parsedURL is one entry of urlCache.
 type parsedURL struct {
-	url, scheme, host string
-	port              int
+	url, origin, scheme, host string
+	port                      int
 }
 
 // urlCache remembers the last callback URLs split (a caller sends the same
@@ -232,14 +236,16 @@ var (
 	urlSeed  = maphash.MakeSeed()
 )
 
-func splitURL(raw string) (scheme, host string, port int) {
+// splitURL is a callback URL's origin (scheme://host[:port], lower-cased, the
+// port as written), scheme, host and port (defaulted from the scheme).
+func splitURL(raw string) (origin, scheme, host string, port int) {
 	slot := &urlCache[maphash.String(urlSeed, raw)%uint64(len(urlCache))]
 	if e := slot.Load(); e != nil && e.url == raw {
-		return e.scheme, e.host, e.port
+		return e.origin, e.scheme, e.host, e.port
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", "", 0
+		return "", "", "", 0
 	}
 	scheme = strings.ToLower(u.Scheme)
 	host = strings.ToLower(u.Hostname())
@@ -253,10 +259,14 @@ func splitURL(raw string) (scheme, host string, port int) {
 			port = 80
 		}
 	}
-	if len(raw) <= 2048 {
-		slot.Store(&parsedURL{url: raw, scheme: scheme, host: host, port: port})
+	if scheme != "" || host != "" {
+		// u.Host without userinfo; an IPv6 literal keeps its brackets.
+		origin = scheme + "://" + strings.ToLower(u.Host)
 	}
-	return scheme, host, port
+	if len(raw) <= 2048 {
+		slot.Store(&parsedURL{url: raw, origin: origin, scheme: scheme, host: host, port: port})
+	}
+	return origin, scheme, host, port
 }
 
 func sourceIP(remote string) string {

@@ -37,6 +37,10 @@ type Reloader struct {
 	ok, fail atomic.Uint64
 	// Debounce groups a burst of file events into one reload (default 200ms).
 	Debounce time.Duration
+	// After, when set, is called after every reload attempt, good or
+	// refused, with its result (one at a time). Set it before the first
+	// reload.
+	After func(ReloadResult)
 }
 
 // NewReloader returns a reloader of the engine's policy from paths.
@@ -62,6 +66,9 @@ func (r *Reloader) Reload(ctx context.Context) error {
 		r.last.Store(res)
 		r.log.Error("policy reload refused; the last good policy keeps serving",
 			"error", err, "revision", res.Revision)
+		if r.After != nil {
+			r.After(*res)
+		}
 		return err
 	}
 	res.OK, res.Revision = true, p.Revision
@@ -70,6 +77,9 @@ func (r *Reloader) Reload(ctx context.Context) error {
 	if p.Revision != r.engine.Policy().Revision {
 		r.engine.Swap(p)
 		r.log.Info("policy reloaded", "revision", p.Revision, "files", len(p.Files), "tests_passed", p.Tests.Passed)
+	}
+	if r.After != nil {
+		r.After(*res)
 	}
 	return nil
 }

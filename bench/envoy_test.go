@@ -20,10 +20,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/writ-authz/writ/bench/loadgen"
-	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // envoyDoors starts writ's ext_authz and ext_proc gRPC servers in process on
@@ -124,7 +124,8 @@ func TestLoadDoors(t *testing.T) {
 // answer passed on.
 func TestExtProcStreamAnswers(t *testing.T) {
 	_, procAddr := envoyDoors(t)
-	msgs, err := loadgen.Stream(benchCheck(t, false), loadgen.PhaseBoth)
+	cr := benchCheck(t, false)
+	msgs, err := loadgen.Stream(cr, loadgen.PhaseBoth)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestExtProcStreamAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	s, err := extprocv3.NewExternalProcessorClient(conn).Process(context.Background())
+	s, err := extprocv3.NewExternalProcessorClient(conn).Process(loadgen.StreamContext(context.Background(), cr))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,10 +170,10 @@ func TestExtProcStreamAnswers(t *testing.T) {
 	}
 	caller := false
 	for _, h := range body.GetHeaderMutation().GetSetHeaders() {
-		caller = caller || strings.EqualFold(h.GetHeader().GetKey(), proxy.CallerHeader)
+		caller = caller || strings.EqualFold(h.GetHeader().GetKey(), writheader.Caller)
 	}
 	if !caller {
-		t.Errorf("the forwarded request has no %s: %v", proxy.CallerHeader, body.GetHeaderMutation())
+		t.Errorf("the forwarded request has no %s: %v", writheader.Caller, body.GetHeaderMutation())
 	}
 	if fwd := body.GetBodyMutation().GetBody(); fwd == nil || bytes.Contains(fwd, []byte("s3cret")) {
 		t.Errorf("the forwarded body keeps the push config writ holds: %q", fwd)

@@ -57,11 +57,33 @@ type Config struct {
 	Metrics Metrics `yaml:"metrics"`
 	// AdminPprof serves /debug/pprof on the admin listener (off by default).
 	AdminPprof bool `yaml:"admin_pprof"`
+	// AdminTokenFile holds the bearer token the admin API's operator routes
+	// (task records, the policy, reload, pprof) require. Unset, those routes
+	// answer only on an admin listener bound to loopback alone.
+	AdminTokenFile string `yaml:"admin_token_file"`
+	// AdminHosts are host names the admin listener answers to besides its own
+	// address, localhost and loopback (every request's Host is checked).
+	AdminHosts []string `yaml:"admin_hosts"`
 	// Tenants are facts about callers' tenants for the policies (facts.go).
 	Tenants map[string]Tenant `yaml:"tenants"`
 
 	// pos is the line of every key of the file the config was parsed from.
 	pos positions
+}
+
+// AdminLoopback reports whether the admin listener is bound to loopback only
+// (a loopback IP or localhost): the only case its operator routes answer
+// without admin_token_file.
+func (c *Config) AdminLoopback() bool {
+	h, _, err := net.SplitHostPort(c.Admin)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
 }
 
 // EmbeddedPolicies reports whether the shipped policies embedded in the
@@ -112,7 +134,18 @@ type Envoy struct {
 	// a larger answer is refused as the agent's fault (502). SSE streams are
 	// bounded per event (limits.max_event_bytes), not here.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
+	// RequireRouteName (default true) refuses a request from Envoy whose route
+	// names no agent (writ-agent, README "Envoy mode"): Envoy chose the agent
+	// it forwards to, so writ decides for that agent and never re-derives it
+	// from bytes Envoy's router may have read differently. Off, a request
+	// without the name is routed by writ itself, and only when its raw path
+	// and authority are in canonical form.
+	RequireRouteName *bool `yaml:"require_route_name"`
 }
+
+// RequiresRouteName reports whether an Envoy request must name its agent
+// (envoy.require_route_name, default true).
+func (e *Envoy) RequiresRouteName() bool { return e.RequireRouteName == nil || *e.RequireRouteName }
 
 // DefaultMaxResponseBytes is envoy.max_response_bytes when unset.
 const DefaultMaxResponseBytes = 4 << 20
@@ -226,6 +259,25 @@ type Lifecycle struct {
 	// UnknownTasks decides follow-ups on tasks writ never saw: "deny" (default,
 	// answered as TaskNotFound) or "allow" (for migrations: the policy decides).
 	UnknownTasks string `yaml:"unknown_tasks"`
+	// RetiredIDs sizes the set of every task and context id the store has
+	// recorded, which never forgets: an id writ held once and no longer holds
+	// (evicted, expired) is answered not found and never claimed again.
+	RetiredIDs RetiredIDs `yaml:"retired_ids"`
+}
+
+// RetiredIDs sizes the retired-id set (README "State"): a Bloom filter,
+// about 39 bits an id at the default rate (4.8 MB for a million ids).
+type RetiredIDs struct {
+	// Capacity is how many ids (tasks and contexts) the set holds at
+	// FalsePositiveRate (default ten times max_tasks, at least 1000000).
+	// Beyond it the rate rises: more fresh ids are refused, none is let
+	// through. The file and Redis stores keep the size they were made with.
+	Capacity int `yaml:"capacity"`
+	// FalsePositiveRate is the share of fresh ids the set answers "seen"
+	// for, at its capacity (default 1e-6, at least 1e-8): such an id is
+	// refused (a follow-up under unknown_tasks: allow, a context a caller
+	// names), never let through.
+	FalsePositiveRate float64 `yaml:"false_positive_rate"`
 }
 
 // Agent is one protected agent: where its requests arrive, where they go, and the
@@ -469,6 +521,12 @@ func (c *Config) applyDefaults() {
 	if lc.UnknownTasks == "" {
 		lc.UnknownTasks = "deny"
 	}
+	if lc.RetiredIDs.Capacity == 0 {
+		lc.RetiredIDs.Capacity = max(1_000_000, 10*lc.MaxTasks)
+	}
+	if lc.RetiredIDs.FalsePositiveRate == 0 {
+		lc.RetiredIDs.FalsePositiveRate = task.DefaultRetiredFalsePositive
+	}
 	c.Envoy.applyDefaults()
 	c.Store.applyDefaults()
 	for i := range c.Agents {
@@ -494,6 +552,16 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad(key, "%q is not host:port", addr)
 		}
+	}
+	for i, h := range c.AdminHosts {
+		if strings.HasPrefix(h, "*.") {
+			bad(fmt.Sprintf("admin_hosts[%d]", i), "%q: admin hosts are exact names, not wildcards", h)
+		} else if err := validHostPattern(h); err != nil {
+			bad(fmt.Sprintf("admin_hosts[%d]", i), "%v", err)
+		}
+	}
+	if c.AdminTokenFile != "" && strings.TrimSpace(c.AdminTokenFile) != c.AdminTokenFile {
+		bad("admin_token_file", "%q: the path has surrounding spaces", c.AdminTokenFile)
 	}
 	if c.DecisionCacheSize < -1 {
 		bad("decision_cache_size", "must be -1 (off), 0 (default) or positive")
@@ -539,6 +607,13 @@ func (c *Config) Validate() error {
 	if u := c.Lifecycle.UnknownTasks; u != "deny" && u != "allow" {
 		bad("lifecycle.unknown_tasks", "must be deny or allow, not %q", u)
 	}
+	if r := c.Lifecycle.RetiredIDs; r.Capacity < 1 {
+		bad("lifecycle.retired_ids.capacity", "must be positive, not %d", r.Capacity)
+	} else if r.FalsePositiveRate < task.MinRetiredFalsePositive || r.FalsePositiveRate >= 0.5 {
+		bad("lifecycle.retired_ids.false_positive_rate", "must be between %g and 0.5, not %g", task.MinRetiredFalsePositive, r.FalsePositiveRate)
+	} else if _, err := task.NewRetired(r.Capacity, r.FalsePositiveRate); err != nil {
+		bad("lifecycle.retired_ids", "%v", err)
+	}
 	c.Envoy.validate(c, bad)
 	c.Store.validate(bad)
 	c.Log.validate(bad)
@@ -563,6 +638,8 @@ func (c *Config) Validate() error {
 		names[a.Name] = true
 		if !strings.HasPrefix(a.Route, "/") {
 			bad(key+".route", "must start with /, got %q", a.Route)
+		} else if why := nonCanonicalRoute(a.Route); why != "" {
+			bad(key+".route", "%q is not a plain path (%s): every router must read it alike", a.Route, why)
 		}
 		hosts := a.Hosts
 		if len(hosts) == 0 {
@@ -620,6 +697,26 @@ func (c *Config) Validate() error {
 	}
 	c.validateFacts(bad)
 	return ps.err()
+}
+
+// nonCanonicalRoute says why a route is not a plain path, "" when it is:
+// requests are routed on their canonical path (no percent-encoding of what
+// needs none, no dot segments, no repeated slashes), which such a route
+// could never match as written.
+func nonCanonicalRoute(r string) string {
+	if strings.ContainsAny(r, "%\\?#") {
+		return "no %, \\, ? or #"
+	}
+	segs := strings.Split(r[1:], "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "." || seg == "..":
+			return "no . or .. segments"
+		case seg == "" && i < len(segs)-1:
+			return "no repeated slashes"
+		}
+	}
+	return ""
 }
 
 // validHostPattern accepts a host name ("agents.bank.ae", "localhost", an IP
@@ -683,6 +780,10 @@ func (e *Envoy) applyDefaults() {
 	if e.ParseBody == nil {
 		on := true
 		e.ParseBody = &on
+	}
+	if e.RequireRouteName == nil {
+		on := true
+		e.RequireRouteName = &on
 	}
 	if e.JWTAuthn != nil && e.JWTAuthn.Namespace == "" {
 		e.JWTAuthn.Namespace = DefaultJWTAuthnNamespace

@@ -84,12 +84,26 @@ func TestInvalid(t *testing.T) {
 			return strings.Replace(s, "security_schemes: [oauth2]", "security_schemes: [kerberos]", 1)
 		},
 		"agents[1].route": func(s string) string { return strings.Replace(s, "route: /kyc", "route: kyc", 1) },
+		// Routes are matched against canonical paths: one no canonical path
+		// can spell is refused.
+		"agents[1].route: \"/kyc/../x\"": func(s string) string { return strings.Replace(s, "route: /kyc", "route: /kyc/../x", 1) },
+		"agents[1].route: \"/%6Byc\"":    func(s string) string { return strings.Replace(s, "route: /kyc", "route: /%6Byc", 1) },
+		"agents[1].route: \"//kyc\"":     func(s string) string { return strings.Replace(s, "route: /kyc", "route: //kyc", 1) },
 		"agents[1].name": func(s string) string {
 			return strings.Replace(s, "name: kyc-refresh-agent", "name: sanctions-screening-agent", 1)
 		},
-		"listen":                              func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
-		"nonsense: unknown key":               func(s string) string { return s + "nonsense: 1\n" },
-		"lifecycle.unknown_tasks":             func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"listen":                  func(s string) string { return strings.Replace(s, "127.0.0.1:8081", "8081", 1) },
+		"nonsense: unknown key":   func(s string) string { return s + "nonsense: 1\n" },
+		"lifecycle.unknown_tasks": func(s string) string { return s + "lifecycle:\n  unknown_tasks: maybe\n" },
+		"lifecycle.retired_ids.capacity": func(s string) string {
+			return s + "lifecycle:\n  retired_ids: {capacity: -1}\n"
+		},
+		"lifecycle.retired_ids.false_positive_rate": func(s string) string {
+			return s + "lifecycle:\n  retired_ids: {false_positive_rate: 0.7}\n"
+		},
+		"lifecycle.retired_ids: retired ids: 1000000000 ids": func(s string) string {
+			return s + "lifecycle:\n  retired_ids: {capacity: 1000000000}\n"
+		},
 		"push.trusted_hosts[0]":               func(s string) string { return s + "push:\n  trusted_hosts: ['http://x/']\n" },
 		"push: bounds":                        func(s string) string { return s + "push:\n  max_attempts: -1\n" },
 		"lifecycle: task and follower bounds": func(s string) string { return s + "lifecycle:\n  max_followers_per_owner: -1\n" },
@@ -131,7 +145,8 @@ func TestEnvoy(t *testing.T) {
 	}
 	e := c.Envoy
 	if e.Enabled() || !e.ParsesBody() || e.MaxRequestBytes != 0 || e.BodyLimit(c.Limits) != c.Limits.MaxBodyBytes || e.DryRun || e.AllowPartialBody ||
-		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes {
+		e.JWTAuthn != nil || e.Reflection || e.HTTPPathPrefix != "" || e.ExtProcListen != "" || e.ResponseLimit() != DefaultMaxResponseBytes ||
+		!e.RequiresRouteName() {
 		t.Errorf("envoy defaults: %+v", e)
 	}
 	c, err = Parse([]byte(good + `envoy:
@@ -143,13 +158,14 @@ func TestEnvoy(t *testing.T) {
   jwt_authn: {issuers: [https://idp.bank.ae]}
   ext_proc_listen: 127.0.0.1:9193
   max_response_bytes: 65536
+  require_route_name: false
 `))
 	if err != nil {
 		t.Fatal(err)
 	}
 	e = c.Envoy
 	if !e.Enabled() || e.ParsesBody() || e.BodyLimit(c.Limits) != 8192 || e.JWTAuthn.Namespace != DefaultJWTAuthnNamespace ||
-		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 {
+		e.ExtProcListen != "127.0.0.1:9193" || e.ResponseLimit() != 65536 || e.RequiresRouteName() {
 		t.Errorf("envoy: %+v", e)
 	}
 	for key, section := range map[string]string{
@@ -167,10 +183,68 @@ func TestEnvoy(t *testing.T) {
 		"envoy.ext_proc_listen: \"127.0.0.1:8":                "envoy: {ext_proc_listen: '127.0.0.1:8081'}",
 		"envoy.max_response_bytes: must":                      "envoy: {max_response_bytes: -1}",
 		"envoy.max_response_bytes: 33554433":                  "envoy: {max_response_bytes: 33554433}",
+		"envoy.require_route_name: must be true or false":     "envoy: {require_route_name: maybe}",
 	} {
 		_, err := Parse([]byte(good + section + "\n"))
 		if err == nil || !strings.Contains(err.Error(), key) {
 			t.Errorf("%s: got %v", key, err)
+		}
+	}
+}
+
+// TestAdminAccessKeys: admin_hosts are exact host names or IPs; an admin
+// listener beyond loopback without admin_token_file is a warning (its
+// operator routes are off), on loopback or with a token file it is not.
+func TestAdminAccessKeys(t *testing.T) {
+	base := "agents: [{name: a, upstream: 'http://127.0.0.1:9', max_data_classification: public, security_schemes: [oauth2]}]\n" +
+		"identity: {static_tokens_file: s.json}\n"
+	for yaml, wantErr := range map[string]string{
+		"admin_hosts: [writ-admin.internal, 10.0.0.5]\n": "",
+		"admin_hosts: ['*.internal']\n":                  "admin_hosts[0]",
+		"admin_hosts: ['writ-admin:8477']\n":             "admin_hosts[0]",
+		"admin_hosts: ['https://x']\n":                   "admin_hosts[0]",
+		"admin_token_file: ' /t'\n":                      "admin_token_file",
+	} {
+		c, err := Parse([]byte(base + yaml))
+		if err == nil {
+			err = c.Validate()
+		}
+		if (wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), wantErr)) {
+			t.Errorf("%q: %v, want an error on %q", yaml, err, wantErr)
+		}
+	}
+	warns := func(yaml string) bool {
+		c, err := Parse([]byte(base + yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.Warnings() {
+			if w.Key == "admin" && strings.Contains(w.Msg, "admin_token_file") {
+				return true
+			}
+		}
+		return false
+	}
+	for yaml, want := range map[string]bool{"": false, "admin: 'localhost:8477'\n": false, "admin: '[::1]:8477'\n": false,
+		"admin: '0.0.0.0:8477'\n": true, "admin: ':8477'\n": true, "admin: '10.0.0.5:8477'\n": true,
+		"admin: '0.0.0.0:8477'\nadmin_token_file: /etc/writ/admin/token\n": false} {
+		if got := warns(yaml); got != want {
+			t.Errorf("%q: warns %v, want %v", yaml, got, want)
+		}
+	}
+}
+
+// TestRetiredIDsDefaults: the retired-id set holds ten times max_tasks ids, at
+// least a million, at a false-positive rate of one in a million.
+func TestRetiredIDsDefaults(t *testing.T) {
+	for extra, want := range map[string]int{"": 1_000_000, "lifecycle: {max_tasks: 500000}\n": 5_000_000,
+		"lifecycle: {retired_ids: {capacity: 2000}}\n": 2000} {
+		c, err := Parse([]byte(good + extra))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r := c.Lifecycle.RetiredIDs; r.Capacity != want || r.FalsePositiveRate != 1e-6 {
+			t.Errorf("%q: retired_ids %+v, want capacity %d at 1e-6", extra, r, want)
 		}
 	}
 }

@@ -120,6 +120,9 @@ func (c *Config) Warnings() []Problem {
 	if id.StaticTokensFile != "" {
 		ps.add("identity.static_tokens_file", "static tokens are for development only")
 	}
+	if c.AdminTokenFile == "" && !c.AdminLoopback() {
+		ps.add("admin", "the admin listener is not on loopback and admin_token_file is not set: its operator routes (task records, the policy, reload, pprof) answer 403; /healthz, /readyz and /metrics stay open")
+	}
 	sorted(ps.list)
 	return ps.list
 }

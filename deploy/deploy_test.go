@@ -582,6 +582,18 @@ func staticSidecar(t *testing.T) *kubecheck.Sidecar {
 // namespace only (kubecheck.Config; deploy/helm runs it on the chart).
 func TestSidecarConfig(t *testing.T) { kubecheck.Config(t, staticSidecar(t)) }
 
+// TestSidecarAgentCannotReadRecords: the agent in writ's pod reaches the
+// admin port on the pod's loopback; the admin API built from the manifest's
+// writ.yaml refuses it the operator routes, and the admin token is on a
+// Secret only writ's containers mount (kubecheck.AdminAccess).
+//
+// Threat: the protected agent, or whoever controls it, reads every caller's
+// task records (owners, chains, push hosts) or reloads the policy through
+// writ's admin port, which it shares a network namespace with. Defence: the
+// operator routes need a bearer token from admin_token_file, mounted from a
+// Secret into writ's containers only; probes and /metrics stay open.
+func TestSidecarAgentCannotReadRecords(t *testing.T) { kubecheck.AdminAccess(t, staticSidecar(t)) }
+
 // TestSidecarStore: the file store on a writable disk volume sized for
 // lifecycle.max_tasks (kubecheck.Store).
 func TestSidecarStore(t *testing.T) { kubecheck.Store(t, staticSidecar(t)) }

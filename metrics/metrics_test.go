@@ -29,6 +29,7 @@ import (
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/envoyreq"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
@@ -523,6 +524,8 @@ func TestThroughProxy(t *testing.T) {
 		t.Fatal(err)
 	}
 	check, err := ext.Check(context.Background(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		// The agent Envoy's route names (envoy.require_route_name).
+		ContextExtensions: map[string]string{envoyreq.RouteKey: w.cfg.Agents[0].Name},
 		Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
 			SocketAddress: &corev3.SocketAddress{Address: "127.0.0.1", PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: 40000}}}}},
 		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{Method: "POST", Path: "/", Host: "writ.test",

@@ -9,7 +9,9 @@
 #     allow_http_hosts (CALLBACK_NOT_ALLOWED);
 #   - the config carries no token for the target to authenticate its callbacks
 #     (CALLBACK_UNAUTHENTICATED).
-# Hosts must match exactly: no wildcards, no subdomains.
+# Hosts must match exactly: no wildcards, no subdomains. Reasons name the host,
+# never the URL: input.push.url is the callback's origin only, since a URL's
+# userinfo, path or query may carry a credential, and reasons are logged.
 #
 # Tuned by: data.writ.config.callbacks.targets  (target name -> allowed hosts)
 #           data.writ.config.callbacks.tenants  (tenant -> allowed hosts)
@@ -58,7 +60,7 @@ denials contains {
 
 denials contains {
 	"code": "CALLBACK_UNAUTHENTICATED",
-	"reason": sprintf("the callback to %v carries no token", [shown(["push", "url"])]),
+	"reason": sprintf("the callback to %v carries no token", [shown(["push", "host"])]),
 } if {
 	push_requested
 	not callback_authenticated

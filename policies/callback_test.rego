@@ -51,7 +51,7 @@ test_missing_token_is_denied if {
 	decision := authz.decision with input as with_field("/push/has_token", false)
 	decision.denials == [{
 		"code": "CALLBACK_UNAUTHENTICATED",
-		"reason": "the callback to https://agents.bank.ae/cb carries no token",
+		"reason": "the callback to agents.bank.ae carries no token",
 	}]
 }
 

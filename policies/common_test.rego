@@ -28,7 +28,7 @@ valid_request := {
 		"parts": {"text": 1, "file": 0, "data": 1}, "file_uris": [], "skill": "",
 	},
 	"push": {
-		"url": "https://agents.bank.ae/cb", "scheme": "https", "host": "agents.bank.ae",
+		"url": "https://agents.bank.ae", "scheme": "https", "host": "agents.bank.ae",
 		"port": 443, "has_token": true, "auth_scheme": "Bearer",
 	},
 	"request": {

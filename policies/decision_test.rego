@@ -16,7 +16,7 @@ test_every_denial_is_reported_sorted_by_code_then_reason if {
 	decision := authz.decision with input as request
 	decision.allow == false
 	decision.denials == [
-		{"code": "CALLBACK_UNAUTHENTICATED", "reason": "the callback to https://agents.bank.ae/cb carries no token"},
+		{"code": "CALLBACK_UNAUTHENTICATED", "reason": "the callback to agents.bank.ae carries no token"},
 		{"code": "CLASSIFICATION_EXCEEDED", "reason": "sanctions-screening-agent's max data classification top is not one of [\"public\", \"internal\", \"confidential\", \"restricted\"]"},
 		{"code": "CLASSIFICATION_EXCEEDED", "reason": "the task's data classification secret is not one of [\"public\", \"internal\", \"confidential\", \"restricted\"]"},
 		{"code": "CYCLE_DETECTED", "reason": "sanctions-screening-agent already appears in the delegation chain [\"sanctions-screening-agent\", \"b\", \"c\", \"d\"]"},

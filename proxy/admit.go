@@ -14,6 +14,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -21,8 +22,20 @@ import (
 // through: the sidecar's listener, an Envoy CheckRequest, an ext_proc stream.
 type Incoming struct {
 	// Mode names the front door (events.ModeSidecar, ...), for the events.
-	Mode                           string
+	Mode string
+	// Path is the request's path, percent-decoded as net/http decodes it.
 	Method, Path, Host, RemoteAddr string
+	// RawPath is the path as it arrived (the request target before '?',
+	// percent-encoding intact), which is checked for canonical form
+	// (canonical.go) before anything is routed. Every door sets it; empty,
+	// Path stands for it.
+	RawPath string
+	// Route, when set, names the agent the platform in front already routed
+	// the request to (Envoy's route: the writ-agent context extension,
+	// gRPC metadata or header its per-route config sets). Admit then decides
+	// for exactly that agent, and an agent writ does not protect is refused;
+	// writ never re-derives the agent from bytes the router read differently.
+	Route string
 	// Query is the parsed query; RawQuery the query as sent (forwarded as is).
 	Query    url.Values
 	RawQuery string
@@ -50,7 +63,9 @@ const (
 	// NotFound: no route, or an agent hidden from this caller. Answer is the
 	// plain not-found page.
 	NotFound OutcomeKind = iota + 1
-	// Refuse: Answer is the protocol-shaped refusal (Fault says why).
+	// Refuse: Answer is the protocol-shaped refusal (Fault says why), or a
+	// plain-text one where no agent was chosen (a target not in canonical
+	// form, a route that names no agent writ protects).
 	Refuse
 	// Serve: Answer is writ's own answer (a card, the directory, a push-config
 	// operation); the agent is not asked.
@@ -140,13 +155,16 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		inc.Mode = events.ModeSidecar
 	}
 	// writ's own headers are never believed from a caller.
-	inc.Header = stripWritHeaders(inc.Header)
+	inc.Header = writheader.Strip(inc.Header)
+	if out, ok := c.canonical(inc); !ok {
+		return out
+	}
 	if renderer, ok := adapters.Directory(inc.Method, inc.Path); ok {
 		return c.directory(ctx, inc, renderer, start)
 	}
-	rt, rest := c.match(inc.Host, inc.Path)
-	if rt == nil {
-		return Outcome{Kind: NotFound, Answer: notFoundPage}
+	rt, rest, out, ok := c.routeOf(inc)
+	if !ok {
+		return out
 	}
 	x := &exchange{rt: rt, edge: rt.edges.For(rest), inc: inc,
 		in: wire.Inbound{Method: inc.Method, Path: rest, Query: inc.Query, Header: inc.Header, Body: inc.Body}}
@@ -165,6 +183,10 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	if fault != nil {
 		return c.refuse(x, fault)
 	}
+	if name := connectionNamesDecisionHeader(inc.Header, x.edge.DecisionHeaders()); name != "" {
+		return c.refuse(x, task.NewFault(task.KindNotARequest, fmt.Sprintf(
+			"the Connection header names %s, which the decision depends on: forwarding would drop it (send it end to end)", name)))
+	}
 	if req.Operation == task.OpDiscover {
 		if renderer, ok := x.edge.(adapters.CardRenderer); ok {
 			return c.directory(ctx, inc, renderer, start) // the directory decides per agent
@@ -181,7 +203,7 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	// A task or context the caller may not see is decided like any other, so
 	// that it costs what a decision costs, and then answered like a missing one.
 	ev := c.decide(ctx, x, start)
-	out := c.conclude(ctx, x, missing)
+	out = c.conclude(ctx, x, missing)
 	if out.Kind == Refuse || out.Kind == NotFound {
 		ev.Refused = "not_found"
 		if out.Fault != nil {
@@ -205,7 +227,7 @@ func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcom
 	req, rt := &x.req, x.rt
 	if missing != "" {
 		switch missing {
-		case missingContext:
+		case missingContext, retiredContext:
 			return c.refuse(x, task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)))
 		case missingReference:
 			return c.refuse(x, notFound(x.missingID))

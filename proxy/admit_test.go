@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // TestAdmitMatchesServe: the outcomes of Admit are the sidecar's answers for
@@ -26,8 +27,8 @@ func TestAdmitMatchesServe(t *testing.T) {
 		return Incoming{Method: "POST", Path: path, Host: "writ.test", RemoteAddr: "127.0.0.1:1", Header: h, Body: body, Query: url.Values{}}
 	}
 	v := w.px.Admit(t.Context(), inc("/", inv, body))
-	if v.Kind != Forward || v.DecisionID == "" || !strings.Contains(v.Plan.Header.Get(CallerHeader), "payments-investigator") ||
-		strings.Contains(v.Plan.Header.Get(CallerHeader), "forged") || v.Operation != "send" {
+	if v.Kind != Forward || v.DecisionID == "" || !strings.Contains(v.Plan.Header.Get(writheader.Caller), "payments-investigator") ||
+		strings.Contains(v.Plan.Header.Get(writheader.Caller), "forged") || v.Operation != "send" {
 		t.Fatalf("allowed: %+v", v)
 	}
 	v = w.px.Admit(t.Context(), inc("/kyc/", inv, body))

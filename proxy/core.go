@@ -70,6 +70,9 @@ var _ Notifier = (*push.Deliverer)(nil)
 type Core struct {
 	cfg    *config.Config
 	routes []*route // longest route first
+	byName map[string]*route
+	// byHost: some agent lists hosts, so the request's host routes.
+	byHost bool
 	ident  *identity.Resolver
 	engine *authz.Engine
 	store  task.Store
@@ -123,9 +126,9 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		d.Events = events.Nop{}
 	}
 	c := &Core{cfg: cfg, ident: d.Identity, engine: d.Engine, store: d.Store, log: d.Logger,
-		client:  NewClient(d.Transport),
-		lim:     wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, followers: make(chan struct{}, max(1, cfg.Lifecycle.MaxFollowers)), byOwner: map[string]int{}}
+		client: NewClient(d.Transport),
+		lim:    wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
+		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, followers: make(chan struct{}, max(1, cfg.Lifecycle.MaxFollowers)), byOwner: map[string]int{}}
 	c.life, c.close = context.WithCancel(context.Background())
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
@@ -140,6 +143,8 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		rt := &route{agent: a, target: authz.TargetOf(a), prefix: strings.TrimSuffix(a.Route, "/"), upstream: u, edges: edges}
 		rt.cards = newCardCache(c, rt)
 		c.routes = append(c.routes, rt)
+		c.byName[a.Name] = rt
+		c.byHost = c.byHost || len(a.Hosts) > 0
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
 	c.startWork(d.Work)

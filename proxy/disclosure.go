@@ -50,8 +50,11 @@ func (c *Core) denialFault(x *exchange) *task.Fault {
 	for i, d := range x.dec.Denials {
 		denials[i] = task.Denial{Code: d.Code, Reason: publicReason(d.Code)}
 	}
-	return &task.Fault{Kind: task.KindDenied, Message: fmt.Sprintf("%s to %s denied by policy (decision %s)",
-		x.req.Operation, x.rt.agent.Name, x.dec.ID), Denials: denials}
+	// The message names the operation and the decision, never the agent: the
+	// caller reached it by a route, and its name is platform metadata (an
+	// agent hidden from this caller is a 404 everywhere else).
+	return &task.Fault{Kind: task.KindDenied, Message: fmt.Sprintf("%s denied by policy (decision %s)",
+		x.req.Operation, x.dec.ID), Denials: denials}
 }
 
 // challenge adds what an HTTP client needs to authenticate to a refusal of an

@@ -15,9 +15,9 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/lease"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -86,7 +86,7 @@ type followSpec struct {
 func specOf(x *exchange, id string) followSpec {
 	s := followSpec{V: 1, Agent: x.rt.agent.Name, TaskID: id, Path: x.in.Path, Tenant: x.req.Tenant,
 		Protocol:   task.Protocol{Name: x.req.Protocol.Name, Version: x.req.Protocol.Version, Binding: x.req.Protocol.Binding},
-		Caller:     callerHeader(x.caller),
+		Caller:     writheader.CallerValue(x.caller),
 		DecisionID: x.dec.ID}
 	if x.input != nil {
 		s.Classification = x.input.Task.Classification
@@ -127,12 +127,10 @@ func (c *Core) exchangeOf(s followSpec) (*exchange, error) {
 	if rt == nil {
 		return nil, errors.New("no agent " + s.Agent + " in the configuration")
 	}
-	var doc callerDoc
-	if err := json.Unmarshal([]byte(s.Caller), &doc); err != nil {
+	caller, err := writheader.ParseCaller(s.Caller)
+	if err != nil {
 		return nil, err
 	}
-	caller := identity.Caller{Authenticated: doc.Authenticated, Method: doc.Method, Issuer: doc.Issuer,
-		AgentID: doc.AgentID, UserID: doc.UserID, Tenant: doc.Tenant, Chain: doc.Chain}
 	h := s.Header.Clone()
 	if h == nil {
 		h = http.Header{}

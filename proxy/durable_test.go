@@ -11,6 +11,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -59,7 +60,7 @@ func TestFollowSpecKeepsNoCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if callerHeader(y.caller) != callerHeader(caller) || y.dec.ID != "dec-1" || y.inc.Header.Get("Authorization") != "" ||
+	if writheader.CallerValue(y.caller) != writheader.CallerValue(caller) || y.dec.ID != "dec-1" || y.inc.Header.Get("Authorization") != "" ||
 		y.inc.Header.Get("X-A2A-Extensions") != "https://ext.example/v1" || y.req.Protocol != s.Protocol {
 		t.Fatalf("rebuilt exchange %+v", y)
 	}

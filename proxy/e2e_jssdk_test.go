@@ -2,12 +2,13 @@ package proxy
 
 import (
 	"encoding/json"
-	"github.com/writ-authz/writ/adapters"
 	"strings"
 	"testing"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/peers"
+	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -192,5 +193,115 @@ func TestJSAgentLifecycleAndVisibility(t *testing.T) {
 	}
 	if n, m := count(inv), count(outsider); n != 3 || m != 0 {
 		t.Fatalf("directory: investigator %d, outsider %d", n, m)
+	}
+}
+
+// TestCallerHeaderNonASCIIReadsTheSameInNode: a caller whose agent id, user
+// and chain carry characters outside ASCII (Latin-1, CJK, an astral emoji)
+// reaches the real JS SDK agent with a Writ-Caller header that Node — which
+// decodes header bytes as Latin-1 — parses to the very same agent id.
+//
+// Threat: a header that servers decode differently: writ wrote UTF-8 bytes,
+// Node and Python read them as Latin-1, so the agent trusts an agent name
+// other than the one writ verified (and a crafted name could read as another
+// agent's). Defence: every header value writ writes is ASCII; Writ-Caller
+// escapes everything else inside its JSON (\uXXXX).
+func TestCallerHeaderNonASCIIReadsTheSameInNode(t *testing.T) {
+	peers.EnsureNode(t)
+	up := peers.StartJSAgent(t, "sanctions", "")
+	h := newHarness(t, []config.Agent{sanctionsAgent(up)}, nil)
+	const agent = "bänk-agent-名-😀"
+	tok := h.token(caller{agent: agent, user: "ü-42", tenant: "wholesale", class: "internal", scopes: "delegate",
+		chain: []string{"orchestrâtor"}})
+	if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
+		t.Fatalf("send: %s", a.raw)
+	}
+	var seen *seedagents.Observed
+	for _, o := range peers.JSAgentRequests(t, up) {
+		if o.Method == "SendMessage" {
+			seen = &o
+		}
+	}
+	if seen == nil {
+		t.Fatal("the agent saw no SendMessage")
+	}
+	for i := 0; i < len(seen.Caller); i++ {
+		if c := seen.Caller[i]; c < 0x20 || c > 0x7e {
+			t.Fatalf("Writ-Caller has byte %#x at %d: %q", c, i, seen.Caller)
+		}
+	}
+	if seen.CallerAgentID != agent {
+		t.Fatalf("Node read agent_id %q, writ verified %q (header %q)", seen.CallerAgentID, agent, seen.Caller)
+	}
+	var doc struct {
+		UserID string   `json:"user_id"`
+		Chain  []string `json:"chain"`
+	}
+	if err := json.Unmarshal([]byte(seen.Caller), &doc); err != nil || doc.UserID != "ü-42" || len(doc.Chain) != 1 || doc.Chain[0] != "orchestrâtor" {
+		t.Fatalf("header %q: %+v %v", seen.Caller, doc, err)
+	}
+}
+
+// TestConnectionNamingADecisionHeaderIsRefused: a request whose Connection
+// header names a header writ's decision depends on — here A2A-Version, which
+// the real JS SDK agent needs (without it the request is A2A 0.3 to the
+// agent, which refuses it with -32009) — is refused by writ before any
+// decision and never reaches the agent; so is every other header the adapter,
+// the identity or the core read. A Connection header naming another header
+// (or only keep-alive) passes, and the hop-by-hop header is dropped.
+//
+// Threat: what the agent executes is not what writ decided: writ decides on
+// A2A-Version 1.0, then its hop-by-hop removal (RFC 9110 section 7.6.1)
+// strips the very header it decided on, because the caller listed it in
+// Connection. Defence: a Connection header that names a header the decision
+// or the adapter reads (the adapter declares its own: Edge.DecisionHeaders)
+// is refused as an invalid request, before the policy is asked.
+func TestConnectionNamingADecisionHeaderIsRefused(t *testing.T) {
+	peers.EnsureNode(t)
+	up := peers.StartJSAgent(t, "sanctions", "")
+	h := newHarness(t, []config.Agent{sanctionsAgent(up)}, nil)
+	rec := &recordingSink{}
+	h.bus.Subscribe(rec)
+	tok := h.token(investigator)
+	sends := func() int {
+		n := 0
+		for _, o := range peers.JSAgentRequests(t, up) {
+			if o.Method == "SendMessage" {
+				n++
+			}
+		}
+		return n
+	}
+	send := func(connection string) (int, rpcAnswer) {
+		resp, body := h.do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": sendParams},
+			map[string]string{"A2A-Version": "1.0", "Connection": connection, "A2A-Extensions": "urn:x:ext", "Writ-Data-Classification": "internal"})
+		var a rpcAnswer
+		if err := json.Unmarshal(body, &a); err != nil {
+			t.Fatalf("Connection: %s: not JSON-RPC: %d %s", connection, resp.StatusCode, body)
+		}
+		a.raw = body
+		return resp.StatusCode, a
+	}
+	for _, named := range []string{"A2A-Version", "a2a-version", "keep-alive, A2A-Version", "A2A-Extensions", "Authorization",
+		"Content-Type", "Writ-Data-Classification", "Content-Length", "Host", "Writ-Caller"} {
+		decided := len(rec.decisions)
+		_, a := send(named)
+		if a.Error == nil || a.Error.Code != -32600 {
+			t.Errorf("Connection: %s: %s; want an invalid-request refusal", named, a.raw)
+		}
+		if len(rec.decisions) != decided {
+			t.Errorf("Connection: %s: the policy was asked", named)
+		}
+	}
+	if n := sends(); n != 0 {
+		t.Fatalf("the agent received %d of the refused sends", n)
+	}
+	// Connection naming nothing writ decides on: forwarded, and answered by
+	// the agent as A2A 1.0.
+	if _, a := send("keep-alive, X-Trace-Hop"); a.Error != nil {
+		t.Fatalf("Connection: keep-alive, X-Trace-Hop: %s", a.raw)
+	}
+	if n := sends(); n != 1 {
+		t.Fatalf("the agent received %d sends, want 1", n)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -82,12 +83,12 @@ func TestForgedCallerHeader(t *testing.T) {
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests reached the agent", len(reqs))
 	}
-	got := reqs[0].Header.Values(CallerHeader)
+	got := reqs[0].Header.Values(writheader.Caller)
 	if len(got) != 1 || !strings.Contains(got[0], `"agent_id":"payments-investigator"`) || strings.Contains(got[0], "root") ||
 		!strings.Contains(got[0], `"chain":["orchestrator"]`) {
 		t.Fatalf("Writ-Caller upstream = %v", got)
 	}
-	if reqs[0].Header.Get("X-Forwarded-For") == "" || reqs[0].Header.Get("X-Forwarded-Host") == "" || reqs[0].Header.Get(DecisionHeader) == "" {
+	if reqs[0].Header.Get("X-Forwarded-For") == "" || reqs[0].Header.Get("X-Forwarded-Host") == "" || reqs[0].Header.Get(writheader.Decision) == "" {
 		t.Errorf("forwarding headers missing: %v", reqs[0].Header)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -191,8 +192,8 @@ func (c *Core) followRequest(ctx context.Context, x *exchange, method, path stri
 	req.Header = x.inc.Header.Clone()
 	stripHop(req.Header)
 	req.Header.Del("Content-Length")
-	req.Header.Set(CallerHeader, callerHeader(x.caller))
-	req.Header.Set(DecisionHeader, x.dec.ID)
+	req.Header.Set(writheader.Caller, writheader.CallerValue(x.caller))
+	req.Header.Set(writheader.Decision, x.dec.ID)
 	if len(body) > 0 {
 		req.Header.Set("Content-Type", "application/json")
 	}

@@ -28,53 +28,82 @@ func continues(req *task.Request) bool {
 const (
 	missingTask    = "unknown_task"
 	missingEvicted = "evicted_task"
+	missingRetired = "retired_task"
 	missingContext = "foreign_context"
 	// missingReference: a task the message references is not the caller's,
 	// or writ never saw it (the two are one answer).
 	missingReference = "unowned_reference"
+	retiredContext   = "retired_context"
 )
 
 // lookup loads the lifecycle record of the task the request continues, and
 // checks the context (or ACP session) it names. It says why the request must
 // be answered like one for a missing task or context: a task writ never saw on
 // this agent (unless the migration rule lets the policy decide), a task
-// evicted while another caller owned it, a context another caller owns. A
-// store that cannot answer refuses the request.
+// evicted while another caller owned it, a task writ held once and no longer
+// does (its retired id is never claimable again), a context another caller
+// owns, a context writ held once and no longer does (unless a task the caller
+// owns in it vouches for the caller), a referenced task that is not the
+// caller's. A store that cannot answer refuses the request.
 func (c *Core) lookup(ctx context.Context, x *exchange) (string, *task.Fault) {
-	if why, f := c.references(ctx, x); why != "" || f != nil {
-		return why, f
+	missing, f := c.references(ctx, x)
+	if missing == "" && f == nil {
+		missing, f = c.find(ctx, x)
+	}
+	if missing != "" && x.record == nil && continues(&x.req) {
+		// Decided as a foreign task is: with an owner (nobody the caller can
+		// be), so that the policy takes the same path and the answer costs
+		// what a foreign task's costs (DESIGN §7: in bytes and in cost).
+		x.record = &task.Record{Task: task.Task{ID: x.req.TaskID, State: task.Running}}
+	}
+	return missing, f
+}
+
+// find is lookup's check of the task and the context the request names.
+func (c *Core) find(ctx context.Context, x *exchange) (string, *task.Fault) {
+	agent := x.rt.agent.Name
+	if continues(&x.req) {
+		rec, ok, err := c.store.Get(ctx, task.Ref{Agent: agent, ID: x.req.TaskID})
+		if err != nil {
+			return "", c.storeDown("looking up a task", err)
+		}
+		if ok {
+			x.record = &rec
+		}
 	}
 	if ctxID := x.req.ContextID; ctxID != "" {
-		owner, ok, err := c.store.Context(ctx, task.Ref{Agent: x.rt.agent.Name, ID: ctxID})
-		if err != nil {
+		owner, ok, err := c.store.Context(ctx, task.Ref{Agent: agent, ID: ctxID})
+		switch {
+		case errors.Is(err, task.ErrRetired):
+			// A context writ no longer holds is nobody's to claim again; the
+			// caller's own task in it still lets the caller go on there (a
+			// task outlives its context when it is updated and the context is
+			// not claimed again).
+			if r := x.record; r == nil || r.Task.ContextID != ctxID || !task.SameOwner(r.Task.Owner, ownerOf(x)) {
+				return retiredContext, nil
+			}
+		case err != nil:
 			return "", c.storeDown("looking up a context", err)
-		}
-		if ok && !task.SameOwner(owner, ownerOf(x)) {
+		case ok && !task.SameOwner(owner, ownerOf(x)):
 			return missingContext, nil
 		}
 	}
-	if !continues(&x.req) {
-		return "", nil
-	}
-	ref := task.Ref{Agent: x.rt.agent.Name, ID: x.req.TaskID}
-	rec, ok, err := c.store.Get(ctx, ref)
-	if err != nil {
-		return "", c.storeDown("looking up a task", err)
-	}
-	if ok {
-		x.record = &rec
+	if !continues(&x.req) || x.record != nil {
 		return "", nil
 	}
 	if c.cfg.Lifecycle.UnknownTasks != "allow" {
 		return missingTask, nil
 	}
 	// Under the migration rule the policy decides about a task writ never saw,
-	// and its answer claims it; never one writ evicted from another owner.
-	owner, evicted, err := c.store.Tombstone(ctx, ref)
-	if err != nil {
+	// and its answer claims it (ClaimTask checks again, atomically); never one
+	// writ evicted from another owner, nor one writ held once and forgot.
+	owner, evicted, err := c.store.Tombstone(ctx, task.Ref{Agent: agent, ID: x.req.TaskID})
+	switch {
+	case errors.Is(err, task.ErrRetired):
+		return missingRetired, nil
+	case err != nil:
 		return "", c.storeDown("looking up an evicted task", err)
-	}
-	if evicted && !task.SameOwner(owner, ownerOf(x)) {
+	case evicted && !task.SameOwner(owner, ownerOf(x)):
 		return missingEvicted, nil
 	}
 	return "", nil
@@ -206,6 +235,15 @@ func (c *Core) observe(ctx context.Context, p *Plan, evs []task.Event) {
 func (c *Core) created(ctx context.Context, p *Plan, ev task.Event) {
 	x := p.x
 	rec, ok, err := c.create(ctx, p, ev)
+	if errors.Is(err, task.ErrRetired) {
+		// The claim lost to a retirement after the lookup (the lookup refuses
+		// a retired task before it is forwarded): the answer is about a task
+		// the caller may not see, so it is answered not found.
+		c.log.Info("task not found", "agent", x.rt.agent.Name, "task_id", ev.TaskID, "why", "retired_at_claim",
+			"caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
+		p.failed = err
+		return
+	}
 	if err != nil {
 		c.stats.StoreErrors.Add(1)
 		c.log.Error("lifecycle store: recording a new task failed", "agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
@@ -281,7 +319,14 @@ func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record,
 		rec.Task.Artifacts = append(rec.Task.Artifacts, ev.Artifact.Name)
 	}
 	ref := rec.Ref()
-	err := c.store.Create(ctx, rec)
+	record := c.store.Create
+	if x.req.TaskID == ev.TaskID {
+		// The request named a task writ did not hold (the migration rule, or
+		// its record went since the lookup): a claim, which the store checks
+		// again in the same step as it records it.
+		record = c.store.ClaimTask
+	}
+	err := record(ctx, rec)
 	if errors.Is(err, task.ErrExists) { // created concurrently: apply instead
 		_, _, err = c.store.Apply(ctx, ref, ev)
 		var te *task.TransitionError
@@ -296,10 +341,16 @@ func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record,
 	if ctxID := rec.Task.ContextID; ctxID != "" {
 		// The context belongs to whoever created its first task.
 		owner, err := c.store.ClaimContext(ctx, task.Ref{Agent: ref.Agent, ID: ctxID}, rec.Task.Owner)
-		if err != nil {
+		switch {
+		case errors.Is(err, task.ErrRetired):
+			// A context writ held once (or, at the retired-id set's
+			// false-positive rate, a fresh one) stays unowned: requests
+			// naming it are answered not found. The task itself is recorded.
+			c.log.Info("a new task joined a retired context; the context stays nobody's",
+				"agent", ref.Agent, "task_id", ref.ID, "context_id", ctxID)
+		case err != nil:
 			return task.Record{}, false, err
-		}
-		if !task.SameOwner(owner, rec.Task.Owner) {
+		case !task.SameOwner(owner, rec.Task.Owner):
 			c.log.Warn("a new task joined a context another caller owns; the context keeps its owner",
 				"agent", ref.Agent, "task_id", ref.ID, "context_id", ctxID)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -42,6 +43,11 @@ type Plan struct {
 	// Streams is set when the operation answers with a stream (no answer
 	// timeout applies).
 	Streams bool
+	// Drop names the caller's headers the forwarded request must not carry:
+	// Accept-Encoding where writ reads the agent's answer, since it reads
+	// answers only in the identity coding (Reads refuses any other), so the
+	// caller may not ask the agent for one.
+	Drop []string
 
 	pushAttached bool
 	// invalid counts answers (or stream events) not valid for their protocol.
@@ -72,7 +78,10 @@ func (c *Core) forward(x *exchange) Outcome {
 		}
 	}
 	p := &Plan{core: c, x: x, Method: x.inc.Method, URL: &target, Body: body, Streams: streams(x.req.Operation),
-		Header: http.Header{CallerHeader: {callerHeader(x.caller)}, DecisionHeader: {x.dec.ID}}}
+		Header: http.Header{writheader.Caller: {writheader.CallerValue(x.caller)}, writheader.Decision: {x.dec.ID}}}
+	if _, reads := x.edge.(adapters.Answers); reads {
+		p.Drop = []string{"Accept-Encoding"}
+	}
 	return Outcome{Kind: Forward, Plan: p, DecisionID: x.dec.ID, DryRun: x.dec.DryRun, Denials: x.dec.Denials,
 		Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
 }
@@ -95,7 +104,7 @@ func (p *Plan) InvalidAnswers() int { return p.invalid }
 // in the request's protocol shape, with writ's decision id.
 func (p *Plan) Fail(f *task.Fault) wire.Rendered {
 	out := p.x.edge.RenderFault(&p.x.req, f)
-	out.Header = withHeader(out.Header, DecisionHeader, p.x.dec.ID)
+	out.Header = withHeader(out.Header, writheader.Decision, p.x.dec.ID)
 	out.Header.Set("Cache-Control", "no-store")
 	return out
 }
@@ -142,7 +151,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 	}
 	c.observe(ctx, p, events)
 	if p.failed != nil {
-		out := p.Fail(unavailable()) // logged and counted where it failed
+		out := p.Fail(p.failure()) // logged and counted where it failed
 		return nil, &out
 	}
 	c.maybeFollow(p, events)
@@ -176,9 +185,13 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 // read whole, and read by writ, or not reach the caller at all.
 func RewritesAnswer(op task.Operation) bool { return op == task.OpList || op == task.OpExtendedCard }
 
-// Reads says how the agent's answer, by its Content-Type, is read: as an SSE
+// Reads says how the agent's answer, by its headers, is read: as an SSE
 // stream (Relay) or whole (Answer). refused is set (and the answer counted
 // invalid) when it may be read neither way, and then replaces it:
+//   - an answer writ reads in a content coding (gzip, br, ...): writ reads
+//     the identity coding only (and drops the caller's Accept-Encoding, see
+//     Drop), so a coded stream would pass unobserved and a coded listing
+//     unfiltered;
 //   - a stream in answer to an operation that does not stream: relayed, a
 //     listing would pass unfiltered and the extended card unrewritten, and
 //     the caller's client expects one answer;
@@ -187,12 +200,20 @@ func RewritesAnswer(op task.Operation) bool { return op == task.OpList || op == 
 //     the type it names could see what writ did not. Go's net/http names a
 //     JSON body written without a Content-Type text/plain (a2a-go's
 //     JSON-RPC handler answers so): that, and no type, are read as JSON.
-func (p *Plan) Reads(contentType string) (stream bool, refused *wire.Rendered) {
+func (p *Plan) Reads(answer http.Header) (stream bool, refused *wire.Rendered) {
+	contentType := answer.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(contentType)
 	if contentType == "" {
 		mt, err = "", nil
 	}
+	_, reads := p.x.edge.(adapters.Answers)
 	switch {
+	case reads && coded(answer):
+		p.invalid++
+		p.core.log.Warn("the agent's answer has a content coding writ does not read; refused",
+			"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "content_encoding", answer.Values("Content-Encoding"))
+		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
+		return false, &out
 	case err == nil && mt == "text/event-stream":
 		if p.Streams {
 			return true, nil
@@ -207,6 +228,18 @@ func (p *Plan) Reads(contentType string) (stream bool, refused *wire.Rendered) {
 		"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "content_type", contentType)
 	out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
 	return false, &out
+}
+
+// coded reports whether an answer names a content coding other than identity.
+func coded(h http.Header) bool {
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isEventStream reports whether a content type is SSE's.
@@ -271,9 +304,19 @@ func (r *Relay) Next() ([]byte, error) {
 	p.core.observe(context.WithoutCancel(r.ctx), p, evs)
 	if p.failed != nil {
 		r.done = true
-		return p.StreamFault(unavailable()), p.failed // logged and counted where it failed
+		return p.StreamFault(p.failure()), p.failed // logged and counted where it failed
 	}
 	return ev.Raw, nil
+}
+
+// failure is the caller's answer when p.failed is set: not found for a task
+// the store refused to let this request claim (ErrRetired), else the store
+// was unavailable.
+func (p *Plan) failure() *task.Fault {
+	if errors.Is(p.failed, task.ErrRetired) {
+		return notFound(p.x.req.TaskID)
+	}
+	return unavailable()
 }
 
 // StreamFault renders a fault as one event of the request's stream.

@@ -15,6 +15,7 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -357,11 +358,11 @@ func TestSecurityWritHeaderSpellings(t *testing.T) {
 		t.Fatalf("%d requests", len(reqs))
 	}
 	for k, v := range reqs[0].Header {
-		if IsWritHeader(k) && (len(v) != 1 || strings.Contains(v[0], "root") || v[0] == "forged") {
+		if writheader.Is(k) && (len(v) != 1 || strings.Contains(v[0], "root") || v[0] == "forged") {
 			t.Errorf("the agent got %s: %v", k, v)
 		}
 	}
-	if got := reqs[0].Header.Values(CallerHeader); len(got) != 1 || !strings.Contains(got[0], "payments-investigator") {
+	if got := reqs[0].Header.Values(writheader.Caller); len(got) != 1 || !strings.Contains(got[0], "payments-investigator") {
 		t.Errorf("Writ-Caller %v", got)
 	}
 }

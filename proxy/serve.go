@@ -11,6 +11,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -19,7 +20,7 @@ import (
 
 // served is the Serve outcome of an answer to an admitted request.
 func (c *Core) served(x *exchange, out wire.Rendered) Outcome {
-	out.Header = withHeader(out.Header, DecisionHeader, x.dec.ID)
+	out.Header = withHeader(out.Header, writheader.Decision, x.dec.ID)
 	return Outcome{Kind: Serve, Answer: out, DecisionID: x.dec.ID, DryRun: x.dec.DryRun, Denials: x.dec.Denials,
 		Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -58,7 +59,7 @@ func (s *Sidecar) HTTPServer(addr string) *http.Server {
 func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	w := &statusWriter{ResponseWriter: rw}
-	inc := Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, Host: r.Host, RemoteAddr: r.RemoteAddr,
+	inc := Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, RawPath: rawPath(r), Host: r.Host, RemoteAddr: r.RemoteAddr,
 		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header, Chunked: len(r.TransferEncoding) > 0,
 		TLS: r.TLS != nil}
 	if r.TLS != nil {
@@ -83,6 +84,16 @@ func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	s.core.events.Served(ev)
 }
 
+// rawPath is r's path as it arrived: the origin-form request target (HTTP/2:
+// :path) before '?', or for any other form the URL's escaped path.
+func rawPath(r *http.Request) string {
+	if t := r.RequestURI; strings.HasPrefix(t, "/") {
+		p, _, _ := strings.Cut(t, "?")
+		return p
+	}
+	return r.URL.EscapedPath()
+}
+
 // writeRendered writes a whole answer writ made.
 func writeRendered(w http.ResponseWriter, out wire.Rendered, decisionID string) {
 	h := w.Header()
@@ -90,7 +101,7 @@ func writeRendered(w http.ResponseWriter, out wire.Rendered, decisionID string) 
 		h[k] = v
 	}
 	if decisionID != "" {
-		h.Set(DecisionHeader, decisionID)
+		h.Set(writheader.Decision, decisionID)
 	}
 	if out.ContentType != "" {
 		h.Set("Content-Type", out.ContentType)
@@ -115,6 +126,9 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 	}
 	out.Header = inc.Header.Clone()
 	stripHop(out.Header)
+	for _, k := range p.Drop {
+		out.Header.Del(k)
+	}
 	for k, v := range p.Header {
 		out.Header[k] = v
 	}
@@ -138,7 +152,7 @@ func (s *Sidecar) forward(w http.ResponseWriter, r *http.Request, inc Incoming, 
 		return
 	}
 	defer resp.Body.Close()
-	stream, refused := p.Reads(resp.Header.Get("Content-Type"))
+	stream, refused := p.Reads(resp.Header)
 	if refused != nil {
 		writeRendered(w, *refused, "")
 		return
@@ -219,7 +233,7 @@ func writeAnswerHead(w http.ResponseWriter, p *Plan, resp *http.Response) {
 	}
 	stripHop(h)
 	h.Del("Content-Length")
-	h.Set(DecisionHeader, p.x.dec.ID)
+	h.Set(writheader.Decision, p.x.dec.ID)
 	w.WriteHeader(resp.StatusCode)
 }
 

@@ -91,6 +91,19 @@ func shapes(b *testing.B) []shape {
 // benchCore is the admission core on the shipped policy over store s.
 func benchCore(b *testing.B, s task.Store) (*Core, string) {
 	b.Helper()
+	c, idp := benchCoreCache(b, s, 0)
+	tok, err := idp.Token(devidp.Caller{Agent: "payments-investigator", User: "u-42", Tenant: "wholesale",
+		Classification: "restricted", Scope: "delegate", Chain: []string{"orchestrator"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return c, tok
+}
+
+// benchCoreCache is benchCore with a decision cache of cacheSize (-1: none),
+// and the identity provider that signs its callers' tokens.
+func benchCoreCache(b *testing.B, s task.Store, cacheSize int) (*Core, *devidp.Provider) {
+	b.Helper()
 	idp, err := devidp.New(b.TempDir(), testIssuer, "writ")
 	if err != nil {
 		b.Fatal(err)
@@ -113,7 +126,7 @@ func benchCore(b *testing.B, s task.Store) (*Core, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize})
+	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cacheSize})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,12 +135,7 @@ func benchCore(b *testing.B, s task.Store) (*Core, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	tok, err := idp.Token(devidp.Caller{Agent: "payments-investigator", User: "u-42", Tenant: "wholesale",
-		Classification: "restricted", Scope: "delegate", Chain: []string{"orchestrator"}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	return c, tok
+	return c, idp
 }
 
 var benchSeq atomic.Int64

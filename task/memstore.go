@@ -16,6 +16,11 @@ const (
 	DefaultMaxArtifacts    = 256
 	DefaultMaxPushPerTask  = 10
 	DefaultMaxPushPerOwner = 1000
+	// DefaultRetiredFalsePositive is the retired-id set's false-positive rate
+	// at its capacity: one fresh id in a million refused.
+	DefaultRetiredFalsePositive = 1e-6
+	// minRetiredCapacity is the least default capacity of the retired-id set.
+	minRetiredCapacity = 1_000_000
 )
 
 // MemoryLimits bound a store (the memory store, and the others through
@@ -47,12 +52,26 @@ type MemoryLimits struct {
 	// MaxTombstones bounds the evicted tasks whose owner is remembered (default
 	// MaxTasks/10, at least 1024).
 	MaxTombstones int
+	// RetiredCapacity is how many ids (tasks and contexts) the retired-id set
+	// holds at RetiredFalsePositive (default ten times MaxTasks, at least a
+	// million). It never forgets: beyond its capacity its false-positive rate
+	// rises, so more fresh ids are refused (see retired.go).
+	RetiredCapacity int
+	// RetiredFalsePositive is the set's false-positive rate at its capacity
+	// (default 1e-6).
+	RetiredFalsePositive float64
 	// OnEvict, when set, is called once per eviction, after the store's lock is
 	// released, from the goroutine whose write caused it: keep it fast.
 	OnEvict func(Eviction)
 	// Now is the store's clock; nil means time.Now. It must be safe for
 	// concurrent use. Tests set it to drive expiry.
 	Now func() time.Time
+}
+
+// Retired is the layout of the retired-id set l asks for (defaults filled in).
+func (l MemoryLimits) Retired() (Retired, error) {
+	l = l.WithDefaults()
+	return NewRetired(l.RetiredCapacity, l.RetiredFalsePositive)
 }
 
 // WithDefaults returns l with every zero or negative field set to its default.
@@ -80,6 +99,12 @@ func (l MemoryLimits) WithDefaults() MemoryLimits {
 	}
 	if l.MaxTombstones <= 0 {
 		l.MaxTombstones = max(1024, l.MaxTasks/10)
+	}
+	if l.RetiredCapacity <= 0 {
+		l.RetiredCapacity = max(minRetiredCapacity, 10*l.MaxTasks)
+	}
+	if l.RetiredFalsePositive <= 0 {
+		l.RetiredFalsePositive = DefaultRetiredFalsePositive
 	}
 	if l.Now == nil {
 		l.Now = time.Now
@@ -118,6 +143,11 @@ type MemoryStore struct {
 	tombs     map[Ref]Owner
 	tombOrder list.List // Ref, oldest first
 
+	// The retired-id set, block by block as ids first touch them.
+	retired  Retired
+	blocks   map[uint32]*[RetiredBlockBytes]byte
+	retiredN uint64
+
 	evictions                    []Eviction // collected under mu, reported after
 	evicted, expired, violations uint64
 }
@@ -141,9 +171,16 @@ type ctxEntry struct {
 	own     *list.Element
 }
 
-// NewMemoryStore returns an empty MemoryStore bounded by l.
+// NewMemoryStore returns an empty MemoryStore bounded by l. A retired-id size
+// NewRetired refuses takes the default (writ's config is checked at load).
 func NewMemoryStore(l MemoryLimits) *MemoryStore {
+	r, err := l.Retired()
+	if err != nil {
+		l.RetiredCapacity, l.RetiredFalsePositive = 0, 0
+		r, _ = l.Retired()
+	}
 	return &MemoryStore{
+		retired: r, blocks: map[uint32]*[RetiredBlockBytes]byte{},
 		limits:    l.WithDefaults(),
 		tasks:     make(map[Ref]*entry),
 		owners:    newFairIndex(),
@@ -194,7 +231,12 @@ func (m *MemoryStore) Get(_ context.Context, ref Ref) (Record, bool, error) {
 }
 
 // Create implements Store.
-func (m *MemoryStore) Create(_ context.Context, r Record) error {
+func (m *MemoryStore) Create(_ context.Context, r Record) error { return m.create(r, false) }
+
+// ClaimTask implements Store.
+func (m *MemoryStore) ClaimTask(_ context.Context, r Record) error { return m.create(r, true) }
+
+func (m *MemoryStore) create(r Record, claim bool) error {
 	if err := ValidRecord(&r); err != nil {
 		return err
 	}
@@ -207,6 +249,11 @@ func (m *MemoryStore) Create(_ context.Context, r Record) error {
 			}
 			m.drop(old)
 			m.expired++
+		}
+		if claim {
+			if err := m.claimable(ref, rec.Task.Owner); err != nil {
+				return err
+			}
 		}
 		if rec.Created.IsZero() {
 			rec.Created = now
@@ -221,8 +268,45 @@ func (m *MemoryStore) Create(_ context.Context, r Record) error {
 		}
 		m.insert(e)
 		delete(m.tombs, ref) // the task is known again; its owner is on record
+		m.retire(RetiredTask, ref)
 		return nil
 	})
+}
+
+// claimable says whether owner may claim the task ref the store does not
+// hold: ErrRetired unless it never held it, or a tombstone says owner did.
+// m.mu must be held.
+func (m *MemoryStore) claimable(ref Ref, owner Owner) error {
+	if o, ok := m.tombs[ref]; ok {
+		if SameOwner(o, owner) {
+			return nil
+		}
+		return fmt.Errorf("task %q on %q: evicted from another owner: %w", ref.ID, ref.Agent, ErrRetired)
+	}
+	if m.isRetired(RetiredTask, ref) {
+		return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, ErrRetired)
+	}
+	return nil
+}
+
+// retire adds the id to the retired-id set. m.mu must be held for writing.
+func (m *MemoryStore) retire(kind byte, ref Ref) {
+	at := m.retired.Locate(kind, ref)
+	b := m.blocks[at.Block]
+	if b == nil {
+		b = new([RetiredBlockBytes]byte)
+		m.blocks[at.Block] = b
+	}
+	if at.Set(b[:]) {
+		m.retiredN++
+	}
+}
+
+// isRetired reports whether the set holds the id. m.mu must be held.
+func (m *MemoryStore) isRetired(kind byte, ref Ref) bool {
+	at := m.retired.Locate(kind, ref)
+	b := m.blocks[at.Block]
+	return b != nil && at.In(b[:])
 }
 
 // victim is the record to evict when the store is full: the least recently
@@ -422,6 +506,9 @@ func (m *MemoryStore) ClaimContext(_ context.Context, ref Ref, owner Owner) (Own
 			}
 			m.dropContext(c)
 		}
+		if m.isRetired(RetiredContext, ref) {
+			return fmt.Errorf("context %q on %q: %w", ref.ID, ref.Agent, ErrRetired)
+		}
 		c := &ctxEntry{ref: ref, owner: owner, key: OwnerKey(owner), updated: now}
 		if m.ctxOwners.count(c.key) >= m.limits.MaxPerOwner {
 			v, _ := m.ctxOwners.oldest(c.key)
@@ -434,10 +521,14 @@ func (m *MemoryStore) ClaimContext(_ context.Context, ref Ref, owner Owner) (Own
 		m.contexts[ref] = c
 		c.age = m.ctxByAge.PushBack(c)
 		c.own = m.ctxOwners.add(c.key, c, false)
+		m.retire(RetiredContext, ref)
 		on = owner
 		return nil
 	})
-	return on, err
+	if err != nil {
+		return Owner{}, err
+	}
+	return on, nil
 }
 
 // Context implements Store.
@@ -447,6 +538,9 @@ func (m *MemoryStore) Context(_ context.Context, ref Ref) (Owner, bool, error) {
 	defer m.mu.RUnlock()
 	c, ok := m.contexts[ref]
 	if !ok || m.expiredAt(c.updated, now) {
+		if m.isRetired(RetiredContext, ref) {
+			return Owner{}, false, fmt.Errorf("context %q on %q: %w", ref.ID, ref.Agent, ErrRetired)
+		}
 		return Owner{}, false, nil
 	}
 	return c.owner, true, nil
@@ -468,8 +562,13 @@ func (m *MemoryStore) evictContext(c *ctxEntry, reason string) {
 func (m *MemoryStore) Tombstone(_ context.Context, ref Ref) (Owner, bool, error) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	o, ok := m.tombs[ref]
-	return o, ok, nil
+	if o, ok := m.tombs[ref]; ok {
+		return o, true, nil
+	}
+	if m.isRetired(RetiredTask, ref) {
+		return Owner{}, false, fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, ErrRetired)
+	}
+	return Owner{}, false, nil
 }
 
 // Len is the number of live records the store holds (expired ones are removed
@@ -490,7 +589,8 @@ func (m *MemoryStore) Stats(context.Context) (StoreStats, error) {
 			by[st] = m.byState[st]
 		}
 		s = StoreStats{Tasks: len(m.tasks), Contexts: len(m.contexts), ByState: by,
-			Evicted: m.evicted, Expired: m.expired, Violations: m.violations}
+			Evicted: m.evicted, Expired: m.expired, Violations: m.violations,
+			Retired: m.retiredN, RetiredCapacity: m.limits.RetiredCapacity}
 		return nil
 	})
 	return s, err

@@ -97,6 +97,11 @@ type StoreStats struct {
 	// Violations counts the illegal transitions Apply refused, over the store's
 	// lifetime (including tasks since forgotten).
 	Violations uint64
+	// Retired counts the ids added to the retired-id set (an id whose bits
+	// were all set already is not counted, so it estimates distinct ids), and
+	// RetiredCapacity is how many the set holds at its false-positive rate.
+	Retired         uint64
+	RetiredCapacity int
 }
 
 // Store keeps the lifecycle records of tasks and the owners of contexts. The
@@ -114,14 +119,22 @@ type StoreStats struct {
 //     a Record passed in is copied, so mutating either side's slices changes
 //     nothing on the other.
 //   - Errors: ErrNotFound, ErrExists, ErrInvalidRecord, ErrPushLimit,
-//     ErrPushNotFound (errors.Is), a *TransitionError from Apply; anything else
-//     is a technical failure of the backing store, and callers fail closed on it.
+//     ErrPushNotFound, ErrRetired (errors.Is), a *TransitionError from Apply;
+//     anything else is a technical failure of the backing store, and callers
+//     fail closed on it.
 //   - A store may forget a record to honour its bounds (count, per owner, age).
 //     It evicts expired and terminal records before live ones, and among live
 //     ones the heaviest owner's least recently updated, so one caller cannot
 //     flush another's tasks. Every eviction is reported (MemoryLimits.OnEvict).
-//     A forgotten record is simply not found; an evicted one leaves a bounded
+//     A forgotten record is not found; an evicted one leaves a bounded
 //     tombstone with its owner.
+//   - An id is never forgotten: every task id Create or ClaimTask records and
+//     every context id ClaimContext gives an owner enters the store's
+//     retired-id set (retired.go), in the same atomic step, and stays there.
+//     Tombstones roll over; the set does not, so an id the store once held
+//     and no longer holds is ErrRetired to Tombstone, Context, ClaimTask and
+//     ClaimContext for ever (and, at the set's false-positive rate, an id it
+//     never held). Sharing stores share the set.
 type Store interface {
 	// Get returns a copy of the record of ref. A missing (or expired) task is
 	// (Record{}, false, nil), not an error. Get is a read: it does not count as
@@ -132,6 +145,13 @@ type Store interface {
 	// owner, chain and classification are fixed here; later events cannot change
 	// them. A record that already exists is left as is and ErrExists returned.
 	Create(ctx context.Context, r Record) error
+
+	// ClaimTask is Create for a task that a request named before the store knew
+	// it (the migration rule, lifecycle.unknown_tasks: allow), checked and
+	// recorded in one atomic step: ErrExists as Create, and ErrRetired, with
+	// nothing recorded, when the store once held the task and no longer does,
+	// unless a tombstone says r's owner (SameOwner) held it, which takes it back.
+	ClaimTask(ctx context.Context, r Record) error
 
 	// Apply records one event for the existing task ref (ev.TaskID is not
 	// consulted) and returns the record as it was just before (prev) and as
@@ -165,15 +185,21 @@ type Store interface {
 	// ClaimContext makes owner the owner of the context (or session) ref — its
 	// Agent and the context id — unless it already has one, and returns the
 	// owner on record: owner itself when the claim took, the earlier owner
-	// otherwise. A claim refreshes the context's expiry.
+	// otherwise. A claim refreshes the context's expiry. A context the store
+	// once held and no longer does is not claimed: ErrRetired.
 	ClaimContext(ctx context.Context, ref Ref, owner Owner) (Owner, error)
 
-	// Context returns the owner of the context ref, if it has one.
+	// Context returns the owner of the context ref, if it has one; a context
+	// the store once held and no longer does is ErrRetired.
 	Context(ctx context.Context, ref Ref) (Owner, bool, error)
 
 	// Tombstone returns the owner of a task the store evicted recently (within
 	// its tombstone bound), so that a claim under the migration rule never
-	// takes over an evicted owner's task.
+	// takes over an evicted owner's task. Without a tombstone, a task the
+	// retired-id set holds is ErrRetired: one the store held once (its
+	// tombstone rolled over, or it expired) — or holds now: callers ask about
+	// a task Get did not find. ClaimTask checks the same atomically; this is the
+	// check before the request is forwarded.
 	Tombstone(ctx context.Context, ref Ref) (Owner, bool, error)
 
 	// Stats returns the store's contents and counters.

@@ -30,6 +30,12 @@ func (Edge) NegotiationHeaders() []string {
 	return []string{VersionHeader, ExtensionsHeader, LegacyExtensionsHeader}
 }
 
+// DecisionHeaders implements adapters.Edge: the version and extensions
+// headers, the content type, and a declared classification.
+func (Edge) DecisionHeaders() []string {
+	return []string{VersionHeader, ExtensionsHeader, LegacyExtensionsHeader, "Content-Type", wire.ClassificationHeader}
+}
+
 // RenderFault implements adapters.Edge.
 func (Edge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered { return RenderFault(req, f) }
 

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -169,7 +170,8 @@ func pushConfig(p *wirePush, d dialect, where string) (*task.PushConfig, *task.F
 	}
 	u, err := url.Parse(p.URL)
 	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, invalid("%s.url %q is not an absolute URL", where, p.URL)
+		// Not quoted: a URL's userinfo, path or query may carry a credential.
+		return nil, invalid("%s.url is not an absolute URL", where)
 	}
 	out := &task.PushConfig{ID: p.ID, URL: p.URL, Token: p.Token}
 	if a := p.Authentication; a != nil {
@@ -186,5 +188,24 @@ func pushConfig(p *wirePush, d dialect, where string) (*task.PushConfig, *task.F
 			out.AuthScheme = a.Schemes[0]
 		}
 	}
+	if f := pushHeaderValues(out, where); f != nil {
+		return nil, f
+	}
 	return out, nil
+}
+
+// pushHeaderValues refuses a push config whose token, credentials or scheme
+// writ could not write as the same header to every receiver
+// (wire.HeaderValue): they go into the notification's headers
+// (NotificationHeaders). The fault names the field, never its value.
+func pushHeaderValues(p *task.PushConfig, where string) *task.Fault {
+	switch {
+	case p.Token != "" && !wire.HeaderValue(p.Token):
+		return invalid("%s.token must be printable ASCII without leading or trailing spaces (it is sent as a header)", where)
+	case p.Credentials != "" && !wire.HeaderValue(p.Credentials):
+		return invalid("%s.authentication.credentials must be printable ASCII without leading or trailing spaces (it is sent as a header)", where)
+	case p.AuthScheme != "" && !wire.HeaderToken(p.AuthScheme):
+		return invalid("%s.authentication: the scheme is not an HTTP authentication scheme (a token)", where)
+	}
+	return nil
 }

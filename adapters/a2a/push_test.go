@@ -163,3 +163,61 @@ func TestFilterTaskList(t *testing.T) {
 		}
 	}
 }
+
+// TestPushConfigHeaderValues: a push config whose token, credentials or scheme
+// could not be written as the same header to every receiver (bytes outside
+// printable ASCII, a line break, edge spaces, a scheme that is no token) is
+// refused as invalid params, in 0.3 and 1.0; a printable one is kept.
+//
+// Threat: a caller-supplied value that writ writes into a notification's
+// headers reads differently to each receiver (UTF-8 vs Latin-1), or splits
+// into another header. Defence: push tokens, credentials and schemes are
+// printable ASCII (schemes an RFC 9110 token), checked when the config is
+// set; anything else is refused before it is stored.
+func TestPushConfigHeaderValues(t *testing.T) {
+	parse := func(v10 bool, cfg map[string]any) (*task.PushConfig, *task.Fault) {
+		t.Helper()
+		method, hdr := "tasks/pushNotificationConfig/set", http.Header{"Content-Type": {"application/json"}}
+		params := map[string]any{"taskId": "t-1", "pushNotificationConfig": cfg}
+		if v10 {
+			method = "CreateTaskPushNotificationConfig"
+			hdr.Set(VersionHeader, V10)
+			params = map[string]any{"taskId": "t-1"}
+			for k, v := range cfg {
+				params[k] = v
+			}
+		}
+		body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+		req, f := Parse(wire.Inbound{Method: "POST", Path: "/", Header: hdr, Body: body}, Options{})
+		return req.Push, f
+	}
+	auth := func(v10 bool, scheme, cred string) map[string]any {
+		if v10 {
+			return map[string]any{"scheme": scheme, "credentials": cred}
+		}
+		return map[string]any{"schemes": []string{scheme}, "credentials": cred}
+	}
+	for _, v10 := range []bool{false, true} {
+		ok := map[string]any{"url": "https://agents.bank.ae/cb", "token": "tok-1 with ~!$ printable", "authentication": auth(v10, "Bearer", "abc.def=")}
+		if p, f := parse(v10, ok); f != nil || p == nil || p.Token != "tok-1 with ~!$ printable" || p.AuthScheme != "Bearer" {
+			t.Fatalf("v10=%v printable config: %+v %v", v10, p, f)
+		}
+		for name, cfg := range map[string]map[string]any{
+			"token not ASCII":       {"url": "https://agents.bank.ae/cb", "token": "tökén"},
+			"token line break":      {"url": "https://agents.bank.ae/cb", "token": "t\r\nX-Injected: 1"},
+			"token edge space":      {"url": "https://agents.bank.ae/cb", "token": " tok-edge"},
+			"token DEL":             {"url": "https://agents.bank.ae/cb", "token": "t\x7f"},
+			"credentials not ASCII": {"url": "https://agents.bank.ae/cb", "token": "t", "authentication": auth(v10, "Bearer", "cr€d")},
+			"credentials tab":       {"url": "https://agents.bank.ae/cb", "token": "t", "authentication": auth(v10, "Bearer", "a\tb")},
+			"scheme with a space":   {"url": "https://agents.bank.ae/cb", "token": "t", "authentication": auth(v10, "Bea rer", "c")},
+			"scheme not ASCII":      {"url": "https://agents.bank.ae/cb", "token": "t", "authentication": auth(v10, "Béarer", "c")},
+		} {
+			p, f := parse(v10, cfg)
+			if f == nil || f.Kind != task.KindInvalidParams {
+				t.Errorf("v10=%v %s: config %+v, fault %v; want invalid params", v10, name, p, f)
+			} else if tok, _ := cfg["token"].(string); tok != "" && tok != "t" && strings.Contains(f.Message, tok) {
+				t.Errorf("v10=%v %s: the fault quotes the token: %s", v10, name, f.Message)
+			}
+		}
+	}
+}

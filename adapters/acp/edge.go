@@ -25,6 +25,12 @@ func (Edge) Parse(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) 
 	return Parse(in, Options{Limits: lim})
 }
 
+// DecisionHeaders implements adapters.Edge: the content type and a declared
+// classification.
+func (Edge) DecisionHeaders() []string {
+	return []string{"Content-Type", wire.ClassificationHeader}
+}
+
 // RenderFault implements adapters.Edge.
 func (Edge) RenderFault(req *task.Request, f *task.Fault) wire.Rendered { return RenderFault(req, f) }
 

@@ -312,11 +312,15 @@ func (r *Resolver) VerifyFor(tok, audience string) (Caller, error) {
 	return c, nil
 }
 
+// CredentialHeaders are the request headers Identify reads: who the caller is
+// depends on them (and so does every decision).
+var CredentialHeaders = []string{"Authorization"}
+
 // bearer extracts the token of an `Authorization: Bearer` header. ok is false when
 // there is no Authorization header or it uses another scheme (which writ leaves to the
 // upstream); a Bearer header with no usable token is an error.
 func bearer(h http.Header) (tok string, ok bool, err error) {
-	vals := h.Values("Authorization")
+	vals := h.Values(CredentialHeaders[0])
 	if len(vals) == 0 {
 		return "", false, nil
 	}

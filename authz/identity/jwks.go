@@ -155,6 +155,13 @@ func (ks *keySet) refetch(seen *keySnapshot, minInterval time.Duration) (*keySna
 		return seen, err
 	}
 	ks.lastErr = nil
+	for _, k := range keys {
+		if IsDevelopmentKey(k) {
+			// Logged at every fetch that still finds it, not only the first.
+			slog.Warn("identity: the JWKS holds writ's development key: anyone with the key directory of writ dev signs any caller; never use it in production",
+				"url", ks.url, "kid", k.KeyID)
+		}
+	}
 	snap := &keySnapshot{keys: keys, fetched: now}
 	ks.cur.Store(snap)
 	return snap, nil
@@ -187,6 +194,11 @@ func (ks *keySet) fetch() ([]jose.JSONWebKey, error) {
 // parseJWKS reads a JWKS document and keeps its public signing keys. Keys it cannot
 // use (unknown types, symmetric keys, keys for encryption) are skipped, not fatal: an
 // IdP that adds a key type writ does not know must not break the keys it does.
+//
+// Its base64url members (n, e, x, y) are decoded as go-jose decodes them,
+// leniently (padding, spare bits): a key set is configuration, not something
+// a caller sends, and two spellings of one key are still one key. What a
+// caller sends, the token, must be canonical (canonical in jwt.go).
 func parseJWKS(data []byte) ([]jose.JSONWebKey, error) {
 	var doc struct {
 		Keys []json.RawMessage `json:"keys"`

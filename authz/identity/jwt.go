@@ -19,7 +19,10 @@ import (
 
 // jwtIssuer is one configured issuer with its defaults applied.
 type jwtIssuer struct {
-	name                 string
+	name string
+	// key is the issuer's configuration key (identity.jwt[i]); "" for the
+	// claim mapping of an issuer Envoy verified.
+	key                  string
 	algs                 []jose.SignatureAlgorithm
 	audiences            []string
 	leeway               time.Duration
@@ -34,6 +37,7 @@ type jwtIssuer struct {
 
 func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client, codeKeys []jose.JSONWebKey) (*jwtIssuer, error) {
 	iss := claimMapping(ic)
+	iss.key = key
 	for _, a := range ic.Algorithms {
 		iss.algs = append(iss.algs, asymmetric[a])
 	}
@@ -105,7 +109,24 @@ func (r *Resolver) VerifiedClaims(claims map[string]any) (Caller, error) {
 	return c, nil
 }
 
-var b64 = base64.RawURLEncoding
+// b64 decodes JOSE segments: unpadded base64url, strictly. A lenient decoder
+// ignores the unused low bits of a segment's last character (and line
+// breaks), so one signed token would have several spellings, each verifying:
+// several token-cache keys, and a token that compares unequal to itself in
+// any log or replay check. Strict refuses set padding bits; canonical below
+// refuses the rest.
+var b64 = base64.RawURLEncoding.Strict()
+
+// canonical reports whether seg is the one base64url spelling of what it
+// encodes: strictly decodable, with no line breaks (which every Go base64
+// decoder skips).
+func canonical(seg string) bool {
+	if strings.ContainsAny(seg, "\r\n") {
+		return false
+	}
+	_, err := b64.DecodeString(seg)
+	return err == nil
+}
 
 // looksLikeJWS reports whether tok is in JWS compact form: three dot-separated parts,
 // the first a base64url JSON object. Such a token is a JWT and is judged as one only;
@@ -130,11 +151,16 @@ func looksLikeJWS(tok string) bool {
 // algorithms; nothing from the payload is believed before the signature verifies.
 // audiences, when not nil, replace the issuer's configured audiences.
 func (r *Resolver) verifyJWT(tok string, now time.Time, audiences []string) (Caller, error) {
-	_, rest, _ := strings.Cut(tok, ".")
-	body, _, _ := strings.Cut(rest, ".")
+	head, rest, _ := strings.Cut(tok, ".")
+	body, sig, _ := strings.Cut(rest, ".")
+	// go-jose decodes the header and signature leniently: they are checked
+	// here first, so a token has exactly one spelling.
+	if !canonical(head) || !canonical(sig) {
+		return Caller{}, fmt.Errorf("%w: header or signature is not canonical base64url", ErrTokenInvalid)
+	}
 	raw, err := b64.DecodeString(body)
-	if err != nil {
-		return Caller{}, fmt.Errorf("%w: payload is not base64url", ErrTokenInvalid)
+	if err != nil || strings.ContainsAny(body, "\r\n") {
+		return Caller{}, fmt.Errorf("%w: payload is not canonical base64url", ErrTokenInvalid)
 	}
 	// A claim named twice is read as the last by encoding/json (and writ's
 	// policy) but as the first by other JSON readers a token may meet; as with

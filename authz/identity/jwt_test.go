@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"bytes"
 	"context"
 	"crypto/x509"
 	"encoding/base64"
@@ -9,6 +10,7 @@ import (
 	"errors"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -279,4 +281,77 @@ func TestLooksLikeJWS(t *testing.T) {
 			t.Errorf("%q: %v, want %v", tok, got, want)
 		}
 	}
+}
+
+// respell writes seg (unpadded base64url) with the unused low bits of its last
+// character set: the same bytes to a lenient decoder, a different string.
+// ok is false when seg has no unused bits (its length is a multiple of 4).
+func respell(seg string) (string, bool) {
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	spare := map[int]int{2: 0b1111, 3: 0b11}[len(seg)%4]
+	if spare == 0 {
+		return seg, false
+	}
+	last := strings.IndexByte(alphabet, seg[len(seg)-1])
+	return seg[:len(seg)-1] + string(alphabet[last|spare]), true
+}
+
+// TestJWTNonCanonicalBase64Refused: a token one of whose segments (header,
+// payload or signature) is re-spelled in the unused low bits of its last
+// base64url character decodes to the same bytes, so its signature still
+// verifies; it is refused, and the canonical spelling verifies.
+//
+// Threat: a malleable token: one signed token has several spellings, each
+// a different string (a different token-cache key, a different value to
+// any log or replay check that compares tokens). Defence: every JOSE segment
+// must be canonical base64url (what encoding it again gives back), or the
+// token is invalid.
+func TestJWTNonCanonicalBase64Refused(t *testing.T) {
+	clock := newClock()
+	rsaKey, ecKey := newKey(t, jose.RS256, "rsa-1"), newKey(t, jose.ES256, "ec-1")
+	srv := newJWKSServer(t, rsaKey, ecKey)
+	r := newTestResolver(t, Config{JWT: []IssuerConfig{issuerFor(srv)}}, clock)
+	now := clock.Now()
+	claims := `{"iss":"` + testIssuer + `","aud":"` + testAudience + `","sub":"u-42","exp":` +
+		strconv.FormatInt(now.Add(time.Hour).Unix(), 10) + `,"act":{"sub":"payments-investigator"}`
+	respelled := 0
+	for _, k := range []testKey{rsaKey, ecKey} {
+		// Payloads of three lengths mod 3, so that some have spare bits.
+		for _, pad := range []string{"", " ", "  "} {
+			tok := k.signRaw(t, claims+pad+"}")
+			if c, err := r.Identify(context.Background(), bearerCreds(tok)); err != nil || c.AgentID != "payments-investigator" {
+				t.Fatalf("%s canonical token: %+v, %v", k.alg, c, err)
+			}
+			segs := strings.Split(tok, ".")
+			for i, name := range []string{"header", "payload", "signature"} {
+				alt, ok := respell(segs[i])
+				if !ok {
+					continue
+				}
+				// A lenient decoder (go-jose's) reads both spellings alike.
+				if a, _ := base64.RawURLEncoding.DecodeString(alt); !bytes.Equal(a, mustDecode(t, segs[i])) {
+					t.Fatalf("%s: the re-spelling decodes to other bytes", name)
+				}
+				respelled++
+				bad := slices.Clone(segs)
+				bad[i] = alt
+				c, err := r.Identify(context.Background(), bearerCreds(strings.Join(bad, ".")))
+				if !errors.Is(err, ErrTokenInvalid) || c.Authenticated {
+					t.Errorf("%s, %s re-spelled: authenticated %v, err %v; want ErrTokenInvalid", k.alg, name, c.Authenticated, err)
+				}
+			}
+		}
+	}
+	if respelled < 4 {
+		t.Fatalf("only %d segments had spare bits to re-spell", respelled)
+	}
+}
+
+func mustDecode(t *testing.T, seg string) []byte {
+	t.Helper()
+	b, err := b64.DecodeString(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

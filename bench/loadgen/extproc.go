@@ -13,6 +13,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -99,6 +100,25 @@ func Stream(cr *authv3.CheckRequest, phases string) ([]*extprocv3.ProcessingRequ
 	return msgs, nil
 }
 
+// routeKey names the agent of a route to writ: a CheckRequest's
+// context_extensions key, and the ext_proc stream's initial metadata key
+// (envoyreq.RouteKey).
+const routeKey = "writ-agent"
+
+// StreamContext is ctx carrying the agent cr's route names (its
+// context_extensions writ-agent) as the initial metadata of an ext_proc
+// stream, as Envoy's per-route grpc_initial_metadata sends it.
+func StreamContext(ctx context.Context, cr *authv3.CheckRequest) context.Context {
+	return routeContext(ctx, cr.GetAttributes().GetContextExtensions()[routeKey])
+}
+
+func routeContext(ctx context.Context, agent string) context.Context {
+	if agent == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, routeKey, agent)
+}
+
 func attributes(m map[string]*structpb.Value) map[string]*structpb.Struct {
 	if len(m) == 0 {
 		return nil
@@ -131,6 +151,7 @@ var processDesc = grpc.StreamDesc{StreamName: "Process", ClientStreams: true, Se
 type procDoor struct {
 	conn    *grpc.ClientConn
 	streams [][]raw
+	routes  []string // each stream's writ-agent metadata ("" none)
 }
 
 // newProcDoor builds and marshals every request's stream ahead of the run.
@@ -138,7 +159,7 @@ func newProcDoor(conn *grpc.ClientConn, reqs [][]byte, phases string) (*procDoor
 	if phases == "" {
 		phases = PhaseRequest
 	}
-	d := &procDoor{conn: conn, streams: make([][]raw, len(reqs))}
+	d := &procDoor{conn: conn, streams: make([][]raw, len(reqs)), routes: make([]string, len(reqs))}
 	for i, b := range reqs {
 		var cr authv3.CheckRequest
 		if err := proto.Unmarshal(b, &cr); err != nil {
@@ -148,6 +169,7 @@ func newProcDoor(conn *grpc.ClientConn, reqs [][]byte, phases string) (*procDoor
 		if err != nil {
 			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
+		d.routes[i] = cr.GetAttributes().GetContextExtensions()[routeKey]
 		for _, m := range msgs {
 			b, err := proto.Marshal(m)
 			if err != nil {
@@ -165,7 +187,7 @@ func (d *procDoor) worker() call {
 	var resp extprocv3.ProcessingResponse
 	return func(i int) (bool, error) {
 		msgs := d.streams[i%len(d.streams)]
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(routeContext(context.Background(), d.routes[i%len(d.routes)]))
 		defer cancel()
 		s, err := d.conn.NewStream(ctx, &processDesc, processMethod)
 		if err != nil {

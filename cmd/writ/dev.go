@@ -8,12 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/internal/devidp"
 )
 
 // DevIssuer is the iss of `writ dev token`'s tokens: what identity.jwt[].issuer
 // names to accept them.
-const DevIssuer = "writ-dev"
+const DevIssuer = identity.DevelopmentIssuer
 
 const devUsage = `usage: writ dev token [flags]   sign a development token
        writ dev jwks [-o FILE]   the development key's JWKS
@@ -26,7 +27,9 @@ first use. Point identity.jwt at it:
   identity:
     jwt: [{issuer: writ-dev, audiences: [my-agent], jwks_file: dev-jwks.json}]
 
-Never use it in production: anyone with the directory signs any caller.
+Never use it in production: anyone with the directory signs any caller. Its
+tokens are for the issuer writ-dev (or writ-dev-<name>) only, and writ validate
+warns about (writ serve logs) a configuration that accepts its key or issuer.
 `
 
 // devCmd runs `writ dev token|jwks`.
@@ -69,7 +72,7 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 		"Signs a development JWT with the key in -dir and prints it. The shipped policy needs scope delegate\n"+
 			"for send, stream, cancel and push_config.set.")
 	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
-	iss := fs.String("iss", DevIssuer, "the issuer (identity.jwt[].issuer)")
+	iss := fs.String("iss", DevIssuer, "the issuer (identity.jwt[].issuer): writ-dev, or writ-dev-<name>")
 	aud := fs.String("aud", "writ", "the audience (one of identity.jwt[].audiences)")
 	sub := fs.String("sub", "dev-user", "the user the caller acts for (sub: input.caller.user_id)")
 	agent := fs.String("agent", "dev-agent", "the calling agent (the outermost act.sub: input.caller.agent_id)")
@@ -88,6 +91,14 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 	}
 	if *exp <= 0 {
 		fmt.Fprintln(stderr, "writ dev token: -exp must be positive")
+		return 2
+	}
+	// The development key signs as the development issuer only: a token for
+	// a production issuer's name would pass wherever that issuer is
+	// configured with this key by mistake, and look like the real thing.
+	if !identity.IsDevelopmentIssuer(*iss) {
+		fmt.Fprintf(stderr, "writ dev token: -iss %q: the development key signs for %s (or %s-<name>) only, never for a real issuer\n",
+			*iss, DevIssuer, DevIssuer)
 		return 2
 	}
 	p, err := devidp.Open(*dir, *iss, *aud)

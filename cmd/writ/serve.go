@@ -53,6 +53,8 @@ type sidecar struct {
 	push *push.Deliverer
 	// dlog is the decision log; flushed on shutdown.
 	dlog *decisionlog.Log
+	// warnedRouteName: the envoy.require_route_name warning was logged.
+	warnedRouteName bool
 }
 
 // startSidecar builds everything from cfg and starts listening. A policy set that
@@ -88,6 +90,8 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	var reloader *authz.Reloader
 	if !cfg.EmbeddedPolicies() {
 		reloader = authz.NewReloader(engine, cfg.Policies, opt, log)
+		// Every reload is a moment an operator reads the log: say it again.
+		reloader.After = func(authz.ReloadResult) { warnDevelopmentIdentity(log, ident) }
 	}
 	// Producers emit to the bus from the start; the observers subscribe once
 	// built from the producers' snapshots.
@@ -151,10 +155,17 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		return nil, fmt.Errorf("admin: %w", err)
 	}
 	undo = append(undo, func() { sc.adminLn.Close() })
+	var adminToken string
+	if cfg.AdminTokenFile != "" {
+		if adminToken, err = admin.LoadToken(cfg.AdminTokenFile); err != nil {
+			return nil, err
+		}
+	}
 	sc.srv = sc.sidecar.HTTPServer(sc.ln.Addr().String())
 	sc.admin = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(admin.Deps{Engine: engine,
 		Reloader: reloader, Store: store, StoreReady: store.ping, Ready: core.Ready, Metrics: met.Handler(),
-		Pprof: cfg.AdminPprof, Logger: log}),
+		Pprof: cfg.AdminPprof, Logger: log, Addrs: []string{cfg.Admin, sc.adminLn.Addr().String()},
+		Hosts: cfg.AdminHosts, Token: adminToken}),
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	if cfg.Envoy.Enabled() {
 		if err := sc.startEnvoy(); err != nil {
@@ -174,10 +185,20 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	for _, w := range cfg.Warnings() {
 		log.Warn("configuration: "+w.Msg, "key", w.Key, "line", w.Line)
 	}
+	warnDevelopmentIdentity(log, ident)
 	log.Info("writ is serving", "listen", sc.ln.Addr().String(), "url", sc.URL(), "admin", sc.adminLn.Addr().String(),
 		"agents", len(cfg.Agents), "policies", policySource(cfg), "policy_revision", pol.Revision,
 		"policy_tests_passed", pol.Tests.Passed, "store", store.desc, "holder", holder, "version", versionString())
 	return sc, nil
+}
+
+// warnDevelopmentIdentity logs a warning for each way the identity sources
+// accept writ's development identity (identity.DevelopmentUses): at start
+// and after every reload, for as long as they do.
+func warnDevelopmentIdentity(log *slog.Logger, ident *identity.Resolver) {
+	for _, u := range ident.DevelopmentUses() {
+		log.Warn("identity: accepts writ's development identity; never use it in production: "+u.Msg, "key", u.Key)
+	}
 }
 
 // newDeliverer builds push delivery from the config (nil when push is left to the
@@ -270,7 +291,9 @@ func (sc *sidecar) startEnvoy() error {
 		sc.log.Warn("envoy.dry_run is on: every ext_authz check is answered OK; refusals are only logged")
 	}
 	sc.log.Info("Envoy mode: ext_authz is serving", "grpc", ext.GRPCAddr(), "http", ext.HTTPAddr(),
-		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "parse_body", sc.cfg.Envoy.ParsesBody())
+		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "parse_body", sc.cfg.Envoy.ParsesBody(),
+		"require_route_name", sc.cfg.Envoy.RequiresRouteName())
+	sc.warnRouteName()
 	return nil
 }
 
@@ -286,8 +309,18 @@ func (sc *sidecar) startExtProc() error {
 	}
 	sc.extproc = ext
 	sc.log.Info("Envoy mode: ext_proc is serving", "addr", ext.Addr(),
-		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "max_response_bytes", sc.cfg.Envoy.ResponseLimit())
+		"max_request_bytes", sc.cfg.Envoy.BodyLimit(sc.cfg.Limits), "max_response_bytes", sc.cfg.Envoy.ResponseLimit(),
+		"require_route_name", sc.cfg.Envoy.RequiresRouteName())
+	sc.warnRouteName()
 	return nil
+}
+
+// warnRouteName warns, once, that Envoy requests may go unnamed.
+func (sc *sidecar) warnRouteName() {
+	if !sc.cfg.Envoy.RequiresRouteName() && !sc.warnedRouteName {
+		sc.warnedRouteName = true
+		sc.log.Warn("envoy.require_route_name is off: a request whose Envoy route names no agent is routed by writ itself (canonical targets only)")
+	}
 }
 
 // serveCmd runs `writ serve`. Everything it writes on stderr is writ's JSON
@@ -357,6 +390,7 @@ func serveCmd(args []string, stdout, stderr io.Writer) int {
 		go func() {
 			for range hup {
 				log.Info("SIGHUP: nothing to reload: the policies are the ones embedded in writ (set policies: to load files)")
+				warnDevelopmentIdentity(log, sc.ident)
 			}
 		}()
 	}

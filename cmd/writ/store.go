@@ -46,11 +46,13 @@ func (s *stateStore) Close() error {
 var _ io.Closer = (*stateStore)(nil)
 
 // limitsOf is what bounds every kind of store: lifecycle.max_tasks,
-// max_tasks_per_owner and ttl, push.max_configs_*, and the eviction report.
+// max_tasks_per_owner, ttl and retired_ids, push.max_configs_*, and the
+// eviction report.
 func limitsOf(cfg *config.Config, onEvict func(task.Eviction)) task.MemoryLimits {
 	return task.MemoryLimits{MaxTasks: cfg.Lifecycle.MaxTasks, MaxPerOwner: cfg.Lifecycle.MaxTasksPerOwner,
 		TTL: cfg.Lifecycle.TTL, MaxPushPerTask: cfg.Push.MaxConfigsPerTask,
-		MaxPushPerOwner: cfg.Push.MaxConfigsPerOwner, OnEvict: onEvict}
+		MaxPushPerOwner: cfg.Push.MaxConfigsPerOwner, OnEvict: onEvict,
+		RetiredCapacity: cfg.Lifecycle.RetiredIDs.Capacity, RetiredFalsePositive: cfg.Lifecycle.RetiredIDs.FalsePositiveRate}
 }
 
 // openStore opens the store cfg.Store names. An empty kind is memory here:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 
+	"github.com/writ-authz/writ/admin"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -56,6 +57,12 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.Warnings() {
 		v.problem("warning", w)
 	}
+	if cfg.AdminTokenFile != "" {
+		// Read as writ serve reads it at start: a token it would refuse fails here.
+		if _, err := admin.LoadToken(cfg.AdminTokenFile); err != nil {
+			v.errorf(cfg.Line("admin_token_file"), "", "%v", err) // the error names the key
+		}
+	}
 	ctx := context.Background()
 	res, err := identity.New(cfg.Identity)
 	if err != nil {
@@ -65,6 +72,9 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	defer res.Close()
 	if !*offline {
 		v.jwksURLs(ctx)
+	}
+	for _, u := range res.DevelopmentUses() {
+		v.warnf(u.Key, "%s", u.Msg)
 	}
 	if *token != "" {
 		v.sampleToken(ctx, res, *token)
@@ -156,6 +166,12 @@ func (v *validation) jwksURLs(ctx context.Context) {
 		var set jose.JSONWebKeySet
 		if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) == 0 {
 			v.errorf(v.cfg.Line(key), key, "answers no JSON Web Key Set (%d bytes)", len(raw))
+			continue
+		}
+		for _, k := range set.Keys {
+			if identity.IsDevelopmentKey(k) {
+				v.warnf(key, "its JWKS holds writ's development key (kid %q): anyone with the key directory of writ dev signs any caller as %s", k.KeyID, iss.Issuer)
+			}
 		}
 	}
 }
@@ -224,7 +240,7 @@ func unverifiedClaims(tok string) (map[string]any, error) {
 	if len(parts) != 3 {
 		return nil, errors.New("not a JWT (three base64url parts)")
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
 	if err != nil {
 		return nil, fmt.Errorf("the payload is not base64url: %w", err)
 	}

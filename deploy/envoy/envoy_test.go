@@ -8,17 +8,21 @@ package envoy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
 	extauthzv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_authz/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	jwtv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/jwt_authn/v3"
@@ -26,6 +30,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	_ "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	httpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	"go.yaml.in/yaml/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -33,6 +38,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy/envoyreq"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
 )
@@ -191,11 +197,15 @@ func checkCommon(t *testing.T, p envoyParts, cfg *config.Config) {
 }
 
 // checkRoute: the router comes last; the route, the agent's cluster and its
-// public host are writ's agents[0].
+// public host are writ's agents[0]; the request is normalised and every route
+// names its agent (routingProblems).
 func checkRoute(t *testing.T, p envoyParts, cfg *config.Config) {
 	t.Helper()
 	if p.filters[len(p.filters)-1] != "envoy.filters.http.router" {
 		t.Errorf("filters %v: the router must come last", p.filters)
+	}
+	for _, problem := range routingProblems(p, cfg) {
+		t.Error(problem)
 	}
 	agent := cfg.Agents[0]
 	vhs := p.hcm.GetRouteConfig().GetVirtualHosts()
@@ -203,8 +213,8 @@ func checkRoute(t *testing.T, p envoyParts, cfg *config.Config) {
 		t.Fatal("want one virtual host with one route")
 	}
 	rt := vhs[0].GetRoutes()[0]
-	if rt.GetMatch().GetPrefix() != agent.Route {
-		t.Errorf("route prefix %q, writ agents[0].route %q", rt.GetMatch().GetPrefix(), agent.Route)
+	if routeMatch(rt) != agent.Route {
+		t.Errorf("route prefix %q, writ agents[0].route %q", routeMatch(rt), agent.Route)
 	}
 	u, _ := url.Parse(agent.Upstream)
 	wantHost, wantPort := hostPort(t, u.Host)
@@ -213,6 +223,208 @@ func checkRoute(t *testing.T, p envoyParts, cfg *config.Config) {
 	}
 	if pub, _ := url.Parse(agent.PublicURL); !slices.Contains(vhs[0].GetDomains(), pub.Host) {
 		t.Errorf("domains %v miss the agent's public host %s", vhs[0].GetDomains(), pub.Host)
+	}
+}
+
+// routeMatch is the agent route an Envoy route matches: prefix "/", or a
+// path_separated_prefix (a plain prefix "/kyc" would also match "/kycx",
+// which writ does not read as /kyc's); "" for any other match.
+func routeMatch(rt *routev3.Route) string {
+	m := rt.GetMatch()
+	switch {
+	case m.GetPrefix() == "/":
+		return "/"
+	case m.GetPathSeparatedPrefix() != "":
+		return m.GetPathSeparatedPrefix()
+	}
+	return ""
+}
+
+// routingProblems lists what lets Envoy and writ disagree on the agent of a
+// request (README "Envoy mode"): the connection manager must normalise the
+// path and host; every virtual host must match its domains on any port (writ
+// ignores the port); every route must match a writ route plainly and name
+// its agent to writ — writ-agent in the ext_authz context_extensions, in the
+// HTTP check's headers, or in the ext_proc stream's initial metadata — and
+// never turn writ's filter off; nothing may re-route a request writ decided;
+// and writ must refuse a request whose route names no agent.
+func routingProblems(p envoyParts, cfg *config.Config) []string {
+	var out []string
+	bad := func(format string, args ...any) { out = append(out, fmt.Sprintf(format, args...)) }
+	h := p.hcm
+	if !h.GetNormalizePath().GetValue() || !h.GetMergeSlashes() || !h.GetStripTrailingHostDot() ||
+		h.GetPathWithEscapedSlashesAction() != hcmv3.HttpConnectionManager_REJECT_REQUEST {
+		bad("http_connection_manager must set normalize_path, merge_slashes, strip_trailing_host_dot and path_with_escaped_slashes_action: REJECT_REQUEST (got %v, %v, %v, %v)",
+			h.GetNormalizePath().GetValue(), h.GetMergeSlashes(), h.GetStripTrailingHostDot(), h.GetPathWithEscapedSlashesAction())
+	}
+	if !cfg.Envoy.RequiresRouteName() {
+		bad("writ.yaml: envoy.require_route_name must stay on")
+	}
+	if ea := p.extAuthz; ea != nil {
+		if ea.GetClearRouteCache() {
+			bad("ext_authz clear_route_cache: Envoy would re-route the request writ decided")
+		}
+		for _, m := range ea.GetAllowedHeaders().GetPatterns() {
+			if matches(m, envoyreq.RouteKey) {
+				bad("ext_authz allowed_headers %v pass a client's own %s header", m, envoyreq.RouteKey)
+			}
+		}
+	}
+	if ep := p.extProc; ep != nil && ep.GetRouteCacheAction() != extprocv3.ExternalProcessor_RETAIN {
+		bad("ext_proc route_cache_action %v: want RETAIN (nothing re-routes the request writ decided)", ep.GetRouteCacheAction())
+	}
+	rc := h.GetRouteConfig()
+	for _, vh := range rc.GetVirtualHosts() {
+		for _, d := range vh.GetDomains() {
+			if !strings.Contains(d, ":") && d != "*" && !rc.GetIgnorePortInHostMatching() && !slices.Contains(vh.GetDomains(), d+":*") {
+				bad("virtual host %s: domain %s without %s:* (writ ignores the port)", vh.GetName(), d, d)
+			}
+		}
+		for i, rt := range vh.GetRoutes() {
+			where := fmt.Sprintf("virtual host %s, route %d", vh.GetName(), i)
+			name := routeName(p, rt, bad, where)
+			if name == "" {
+				bad("%s names no agent to writ (%s)", where, envoyreq.RouteKey)
+				continue
+			}
+			a, ok := cfg.Agent(name)
+			switch {
+			case !ok:
+				bad("%s names %q, which is no agent of writ.yaml", where, name)
+			case routeMatch(rt) != a.Route:
+				bad("%s matches %q, but agent %s's route is %q (use prefix / or path_separated_prefix)", where, routeMatch(rt), name, a.Route)
+			}
+		}
+	}
+	return out
+}
+
+// routeName is the agent a route names to writ through the filter p runs.
+func routeName(p envoyParts, rt *routev3.Route, bad func(string, ...any), where string) string {
+	var name string
+	if p.extAuthz != nil {
+		per := &extauthzv3.ExtAuthzPerRoute{}
+		if !openPerRoute(rt, "envoy.filters.http.ext_authz", per) {
+			return ""
+		}
+		if per.GetDisabled() {
+			bad("%s disables ext_authz", where)
+		}
+		cs := per.GetCheckSettings()
+		name = cs.GetContextExtensions()[envoyreq.RouteKey]
+		if hs := p.extAuthz.GetHttpService(); hs != nil {
+			o := cs.GetHttpService()
+			name = ""
+			for _, hv := range o.GetAuthorizationRequest().GetHeadersToAdd() {
+				if hv.GetKey() == envoyreq.RouteKey {
+					name = hv.GetValue()
+				}
+			}
+			if o.GetServerUri().GetCluster() != hs.GetServerUri().GetCluster() || o.GetPathPrefix() != hs.GetPathPrefix() ||
+				!proto.Equal(o.GetAuthorizationResponse(), hs.GetAuthorizationResponse()) {
+				bad("%s: its http_service override must repeat the filter's (cluster, path_prefix, authorization_response)", where)
+			}
+		}
+	}
+	if p.extProc != nil {
+		per := &extprocv3.ExtProcPerRoute{}
+		if !openPerRoute(rt, "envoy.filters.http.ext_proc", per) {
+			return ""
+		}
+		if per.GetDisabled() {
+			bad("%s disables ext_proc", where)
+		}
+		for _, hv := range per.GetOverrides().GetGrpcInitialMetadata() {
+			if hv.GetKey() == envoyreq.RouteKey {
+				name = hv.GetValue()
+			}
+		}
+	}
+	return name
+}
+
+// openPerRoute reads a route's typed_per_filter_config for filter into m.
+func openPerRoute(rt *routev3.Route, filter string, m proto.Message) bool {
+	a := rt.GetTypedPerFilterConfig()[filter]
+	return a != nil && a.MessageIs(m) && a.UnmarshalTo(m) == nil
+}
+
+// matches reports whether an Envoy string matcher accepts s.
+func matches(m *matcherv3.StringMatcher, s string) bool {
+	v := func(x string) string {
+		if m.GetIgnoreCase() {
+			return strings.ToLower(x)
+		}
+		return x
+	}
+	switch {
+	case m.GetExact() != "":
+		return v(m.GetExact()) == v(s)
+	case m.GetPrefix() != "":
+		return strings.HasPrefix(v(s), v(m.GetPrefix()))
+	case m.GetSuffix() != "":
+		return strings.HasSuffix(v(s), v(m.GetSuffix()))
+	case m.GetContains() != "":
+		return strings.Contains(v(s), v(m.GetContains()))
+	case m.GetSafeRegex() != nil:
+		re, err := regexp.Compile(m.GetSafeRegex().GetRegex())
+		return err != nil || re.MatchString(s)
+	}
+	return true // a matcher this test cannot read is taken to match
+}
+
+// TestRoutingChecks: the routing checks above reject what they must — a
+// route that names no agent, or an unknown one, a config without Envoy's
+// normalisation — in each file, so a shipped file cannot lose either
+// unnoticed.
+func TestRoutingChecks(t *testing.T) {
+	cfg := loadWrit(t)
+	for _, f := range []string{"deploy/envoy/envoy.yaml", "deploy/envoy/envoy-http.yaml", "deploy/envoy/envoy-extproc.yaml"} {
+		for what, spoil := range map[string]func(p envoyParts){
+			"names no agent": func(p envoyParts) {
+				p.hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].TypedPerFilterConfig = nil
+			},
+			"which is no agent": func(p envoyParts) {
+				rt := p.hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0]
+				for k, a := range rt.GetTypedPerFilterConfig() {
+					var m proto.Message = &extauthzv3.ExtAuthzPerRoute{}
+					if p.extProc != nil {
+						m = &extprocv3.ExtProcPerRoute{}
+					}
+					if err := a.UnmarshalTo(m); err != nil {
+						t.Fatal(err)
+					}
+					raw, _ := protojson.Marshal(m)
+					raw = []byte(strings.ReplaceAll(string(raw), cfg.Agents[0].Name, "another-agent"))
+					if err := protojson.Unmarshal(raw, m); err != nil {
+						t.Fatal(err)
+					}
+					if err := a.MarshalFrom(m); err != nil {
+						t.Fatal(err)
+					}
+					rt.TypedPerFilterConfig[k] = a
+				}
+			},
+			"normalize_path": func(p envoyParts) { p.hcm.NormalizePath = nil },
+			"merge_slashes":  func(p envoyParts) { p.hcm.MergeSlashes = false },
+			"REJECT_REQUEST": func(p envoyParts) {
+				p.hcm.PathWithEscapedSlashesAction = hcmv3.HttpConnectionManager_KEEP_UNCHANGED
+			},
+			"strip_trailing_host_dot": func(p envoyParts) { p.hcm.StripTrailingHostDot = false },
+			"use prefix / or path_separated_prefix": func(p envoyParts) {
+				p.hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].Match.PathSpecifier = &routev3.RouteMatch_Path{Path: "/"}
+			},
+		} {
+			p := parts(t, loadEnvoy(t, f))
+			if got := routingProblems(p, cfg); len(got) != 0 {
+				t.Fatalf("%s as shipped: %v", f, got)
+			}
+			spoil(p)
+			got := strings.Join(routingProblems(p, cfg), "\n")
+			if !strings.Contains(got, what) {
+				t.Errorf("%s spoilt (%s): the checks found %q", f, what, got)
+			}
+		}
 	}
 }
 

@@ -68,7 +68,7 @@ func fullValues(t *testing.T) map[string]any {
 			},
 			"config": map[string]any{"push": map[string]any{"queue_size": 5000}},
 		},
-		"secrets":        map[string]any{"tls": "sanctions-writ-tls", "jwks": "idp-jwks"},
+		"secrets":        map[string]any{"tls": "sanctions-writ-tls", "jwks": "idp-jwks", "adminToken": "sanctions-writ-admin"},
 		"policies":       map[string]any{"files": files},
 		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 	}
@@ -86,7 +86,7 @@ func TestHelmSecrets(t *testing.T) {
 			secretOf[v.Name] = v.Secret.SecretName
 		}
 	}
-	if secretOf["writ-tls"] != "sanctions-writ-tls" || secretOf["writ-jwks"] != "idp-jwks" {
+	if secretOf["writ-tls"] != "sanctions-writ-tls" || secretOf["writ-jwks"] != "idp-jwks" || secretOf["writ-admin-token"] != "sanctions-writ-admin" {
 		t.Fatalf("secret volumes %v", secretOf)
 	}
 	tlsDir := kubecheck.MountOf(t, s, s.Writ, "writ-tls")
@@ -97,6 +97,9 @@ func TestHelmSecrets(t *testing.T) {
 	}
 	if jwks := s.Cfg.Identity.JWT[0].JWKSFile; filepath.Dir(jwks) != kubecheck.MountOf(t, s, s.Writ, "writ-jwks") {
 		t.Errorf("jwks_file %s is not in the mounted Secret", jwks)
+	}
+	if tok := s.Cfg.AdminTokenFile; filepath.Dir(tok) != kubecheck.MountOf(t, s, s.Writ, "writ-admin-token") {
+		t.Errorf("admin_token_file %q is not in the mounted admin Secret", tok)
 	}
 	if s.Cfg.Push.QueueSize != 5000 || s.Cfg.Agents[0].Owner != "group-compliance" {
 		t.Errorf("writ.config and the agent's metadata are not in writ.yaml: %+v", s.Cfg)
@@ -208,10 +211,17 @@ func sidecars(t *testing.T) []*kubecheck.Sidecar {
 
 // TestChartSidecar: the chart's Deployment passes every check the plain
 // manifest (deploy/kubernetes/sidecar.yaml) passes: config, ports, Service,
-// NetworkPolicy, store volume, probes, measured resources.
+// NetworkPolicy, store volume, probes, measured resources, and the agent
+// refused the admin API's operator routes, with and without an admin token
+// Secret.
+//
+// Threat: the agent in the pod reads every caller's task records through
+// writ's admin port. Defence: without secrets.adminToken the operator routes
+// are off; with it, the token is mounted into writ's containers only.
 func TestChartSidecar(t *testing.T) {
 	for _, s := range sidecars(t) {
 		kubecheck.Config(t, s)
+		kubecheck.AdminAccess(t, s)
 		kubecheck.Store(t, s)
 		kubecheck.Probes(t, s)
 		kubecheck.Resources(t, s)

@@ -19,10 +19,15 @@ import (
 
 	"github.com/go-jose/go-jose/v4"
 	"github.com/go-jose/go-jose/v4/jwt"
+
+	"github.com/writ-authz/writ/authz/identity"
 )
 
-// KeyID is the kid of the provider's key.
-const KeyID = "dev-1"
+// KeyID is the kid of the provider's key: identity.DevelopmentKeyID, which
+// marks the key as the development identity's wherever its JWKS is copied
+// (writ validate warns about a configuration that accepts it, writ serve logs
+// it).
+const KeyID = identity.DevelopmentKeyID
 
 // Provider signs tokens for one issuer and audience.
 type Provider struct {

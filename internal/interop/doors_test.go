@@ -88,7 +88,7 @@ func (extAuthzDoor) start(t *testing.T, w *world) *running {
 				if err != nil {
 					t.Fatal(err)
 				}
-				f.routes = append(f.routes, fwdRoute{prefix: r.path, upstream: u})
+				f.routes = append(f.routes, fwdRoute{name: r.name, prefix: r.path, upstream: u})
 			}
 			return f
 		})
@@ -114,7 +114,7 @@ func (extProcDoor) start(t *testing.T, w *world) *running {
 		func(conn *grpc.ClientConn) http.Handler {
 			envoy := &extproctest.Envoy{Client: extprocv3.NewExternalProcessorClient(conn)}
 			for _, r := range w.routes() {
-				envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: r.path, Upstream: r.upstream})
+				envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: r.path, Name: r.name, Upstream: r.upstream})
 			}
 			return envoy
 		})
@@ -151,13 +151,15 @@ func startBehindEnvoy(t *testing.T, w *world, extra, what string, addr func(*wri
 }
 
 type fwdRoute struct {
-	prefix   string
-	upstream *url.URL
+	name, prefix string
+	upstream     *url.URL
 }
 
 // forwarder is the part of Envoy the ext_authz door needs: the ext_authz
 // filter (with_request_body pack_as_bytes, encode_raw_headers) and a router
-// with a prefix route per agent (prefix_rewrite to the agent's root).
+// with a prefix route per agent (prefix_rewrite to the agent's root), chosen
+// before the check and named to writ in its context_extensions (writ-agent),
+// as deploy/envoy/envoy.yaml does.
 type forwarder struct {
 	authz   authv3.AuthorizationClient
 	routes  []fwdRoute
@@ -194,6 +196,17 @@ func (f *forwarder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if partial {
 		add("x-envoy-auth-partial-body", "true")
 	}
+	var rt *fwdRoute
+	for i := range f.routes {
+		p := f.routes[i].prefix
+		if (r.URL.Path == p || strings.HasPrefix(r.URL.Path, p+"/")) && (rt == nil || len(p) > len(rt.prefix)) {
+			rt = &f.routes[i]
+		}
+	}
+	var ext map[string]string
+	if rt != nil {
+		ext = map[string]string{"writ-agent": rt.name}
+	}
 	host, port, _ := net.SplitHostPort(r.RemoteAddr)
 	pn, _ := strconv.Atoi(port)
 	cr := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
@@ -201,7 +214,7 @@ func (f *forwarder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(pn)}}}}},
 		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
 			Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Scheme: "http", Protocol: r.Proto,
-			HeaderMap: hm, RawBody: body, Size: r.ContentLength}}}}
+			HeaderMap: hm, RawBody: body, Size: r.ContentLength}}, ContextExtensions: ext}}
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 	resp, err := f.authz.Check(ctx, cr)
 	cancel()
@@ -221,13 +234,6 @@ func (f *forwarder) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		rw.WriteHeader(st)
 		_, _ = io.WriteString(rw, d.GetBody())
 		return
-	}
-	var rt *fwdRoute
-	for i := range f.routes {
-		p := f.routes[i].prefix
-		if (r.URL.Path == p || strings.HasPrefix(r.URL.Path, p+"/")) && (rt == nil || len(p) > len(rt.prefix)) {
-			rt = &f.routes[i]
-		}
 	}
 	if rt == nil {
 		http.NotFound(rw, r)

@@ -20,6 +20,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,6 +39,7 @@ import (
 	"github.com/writ-authz/writ/admin"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/task"
 )
 
 // ---- Kubernetes objects, decoded strictly into k8s.io/api types ----
@@ -352,6 +354,72 @@ func Config(t testing.TB, s *Sidecar) {
 		if !maps.Equal(np.Spec.PodSelector.MatchLabels, s.Deployment.Spec.Selector.MatchLabels) {
 			t.Errorf("%s: network policy selects other pods", s.Source)
 		}
+	}
+}
+
+// AdminAccess checks what the agent, which shares the pod's network and so
+// reaches the admin port on the pod's loopback, can do there: the admin API
+// as writ builds it from this writ.yaml answers its probes and scrapes, but
+// refuses the agent the operator routes (a task record, the policy, a
+// reload); with admin_token_file set, the token is on a Secret volume that
+// the agent container does not mount.
+func AdminAccess(t testing.TB, s *Sidecar) {
+	t.Helper()
+	cfg := s.Cfg
+	token := ""
+	if cfg.AdminTokenFile != "" {
+		dir := path.Dir(cfg.AdminTokenFile)
+		vol := ""
+		for _, m := range s.Writ.VolumeMounts {
+			if m.MountPath == dir {
+				vol = m.Name
+			}
+		}
+		secret := false
+		for _, v := range s.Pod.Volumes {
+			secret = secret || (v.Name == vol && v.Secret != nil)
+		}
+		if !secret {
+			t.Errorf("%s: admin_token_file %s is not on a Secret volume of writ's", s.Source, cfg.AdminTokenFile)
+		}
+		for _, m := range s.Agent.VolumeMounts {
+			if m.Name == vol || strings.HasPrefix(cfg.AdminTokenFile, m.MountPath+"/") {
+				t.Errorf("%s: the agent container mounts the admin token (%s)", s.Source, m.MountPath)
+			}
+		}
+		token = "a-token-the-agent-does-not-have-0123456789"
+	}
+	store := task.NewMemoryStore(task.MemoryLimits{})
+	if err := store.Create(context.Background(), task.Record{Task: task.Task{ID: "t-1", State: task.Running,
+		Owner: task.Owner{AgentID: "payments-investigator", Tenant: "wholesale"}}, Agent: cfg.Agents[0].Name}); err != nil {
+		t.Fatal(err)
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "writ_up 1\n") })
+	h := admin.New(admin.Deps{Store: store, Metrics: metrics, Addrs: []string{cfg.Admin}, Hosts: cfg.AdminHosts, Token: token})
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	_, port := PortOf(t, cfg.Admin)
+	get := func(method, p, host string) int {
+		req, err := http.NewRequest(method, srv.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	loopback := "127.0.0.1:" + strconv.Itoa(port)
+	for _, r := range [][2]string{{"GET", "/v1/agents/" + cfg.Agents[0].Name + "/tasks/t-1"}, {"GET", "/v1/policy"}, {"POST", "/v1/policy/reload"}} {
+		if code := get(r[0], r[1], loopback); code < 400 {
+			t.Errorf("%s: the agent, on the pod's loopback: %s %s answers %d", s.Source, r[0], r[1], code)
+		}
+	}
+	if code := get("GET", "/metrics", "10.1.2.3:"+strconv.Itoa(port)); code != http.StatusOK {
+		t.Errorf("%s: Prometheus on the pod IP: /metrics answers %d", s.Source, code)
 	}
 }
 

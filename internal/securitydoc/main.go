@@ -146,8 +146,9 @@ func Run(root string, cases []Case) error {
 		for _, i := range byPkg[pkg] {
 			names = append(names, cases[i].Test)
 		}
-		cmd := exec.Command("go", "test", "-count=1", "-json", "-run", "^("+strings.Join(names, "|")+")$", pkg) //nolint:gosec // the repository's own test names and packages, read from its sources
-		cmd.Dir = root
+		dir, rel := moduleOf(root, pkg)
+		cmd := exec.Command("go", "test", "-count=1", "-json", "-run", "^("+strings.Join(names, "|")+")$", rel) //nolint:gosec // the repository's own test names and packages, read from its sources
+		cmd.Dir = dir
 		cmd.Stderr = os.Stderr
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
@@ -165,6 +166,29 @@ func Run(root string, cases []Case) error {
 		}
 	}
 	return nil
+}
+
+// moduleOf is the module a package directory (./a/b, relative to root) is in
+// — the nearest directory at or above it with a go.mod, root at the latest —
+// and the package's path relative to that module, for go test to run it
+// there (the Helm chart's tests are a module of their own).
+func moduleOf(root, pkg string) (dir, rel string) {
+	d := filepath.Join(root, filepath.FromSlash(pkg))
+	for {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			break
+		}
+		parent := filepath.Dir(d)
+		if r, err := filepath.Rel(root, d); err != nil || r == "." || parent == d {
+			return root, pkg
+		}
+		d = parent
+	}
+	r, err := filepath.Rel(d, filepath.Join(root, filepath.FromSlash(pkg)))
+	if err != nil {
+		return root, pkg
+	}
+	return d, "./" + filepath.ToSlash(r)
 }
 
 // readResults maps each top-level test of a go test -json stream to its result.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -40,5 +41,21 @@ func TestSplit(t *testing.T) {
 	}
 	if _, _, ok := split("no markers"); ok {
 		t.Error("a comment without markers was accepted")
+	}
+}
+
+// TestModuleOf: a test in a nested module (deploy/helm has its own go.mod)
+// runs from that module's directory; every other package from the root.
+func TestModuleOf(t *testing.T) {
+	root := filepath.Join("..", "..")
+	for pkg, want := range map[string][2]string{
+		"./deploy/helm": {filepath.Join(root, "deploy", "helm"), "./."},
+		"./proxy":       {root, "./proxy"},
+		"./deploy":      {root, "./deploy"},
+	} {
+		dir, rel := moduleOf(root, pkg)
+		if dir != want[0] || rel != want[1] {
+			t.Errorf("%s: %s %s, want %s %s", pkg, dir, rel, want[0], want[1])
+		}
 	}
 }

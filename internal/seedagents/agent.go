@@ -41,6 +41,9 @@ type Observed struct {
 	Header http.Header `json:"header"`
 	// Caller is the value of the Writ-Caller header, "" when absent.
 	Caller string `json:"caller,omitempty"`
+	// CallerAgentID is Writ-Caller's agent_id as the agent's own JSON reader
+	// parsed the header (the JS agent only), "" when it did not.
+	CallerAgentID string `json:"callerAgentId,omitempty"`
 	// TaskID is the A2A task (or ACP run) the request named or, for a new
 	// task, the one the agent created.
 	TaskID string `json:"taskId,omitempty"`

@@ -21,6 +21,16 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 )
 
+// RouteKey names the agent Envoy routed a request to, set per route in
+// Envoy's config (README "Envoy mode"): the ext_authz context extension
+// (ExtAuthzPerRoute.check_settings.context_extensions), the initial metadata
+// of the ext_proc stream (ExtProcPerRoute.overrides.grpc_initial_metadata),
+// and the header of an HTTP ext_authz check
+// (check_settings.http_service.authorization_request.headers_to_add). Its
+// value is the agent's name (agents[].name). Only Envoy's config sets any of
+// them: a client can reach none.
+const RouteKey = "writ-agent"
+
 // Headers reads Envoy's header list — a header_map whose raw byte values win
 // over their string form, and whose repeated keys stay separate values — into
 // the headers net/http would have read: canonical keys, pseudo-headers apart
@@ -69,17 +79,18 @@ func (b *builder) add(k, v string) {
 }
 
 // SplitTarget splits the request target Envoy reports (path and query, not
-// decoded) into the decoded path and the query, as net/http does. ok is false
-// for a target net/http would not have accepted.
-func SplitTarget(target string) (path string, query url.Values, ok bool) {
+// decoded) into the path as sent (raw), the decoded path and the query, as
+// net/http does. ok is false for a target net/http would not have accepted.
+func SplitTarget(target string) (raw, path string, query url.Values, ok bool) {
 	if target == "" || target[0] != '/' {
-		return "", nil, false
+		return "", "", nil, false
 	}
 	u, err := url.ParseRequestURI(target)
 	if err != nil {
-		return "", nil, false
+		return "", "", nil, false
 	}
-	return u.Path, u.Query(), true
+	raw, _, _ = strings.Cut(target, "?")
+	return raw, u.Path, u.Query(), true
 }
 
 // Address renders Envoy's peer address as net/http's RemoteAddr.

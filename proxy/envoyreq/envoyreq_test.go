@@ -20,11 +20,11 @@ func TestHeaders(t *testing.T) {
 	if hdr.Get("Host") != "" || !slices.Equal(hdr.Values("X-A2a-Extensions"), []string{"urn:a", "urn:b"}) || hdr.Get("Writ_caller") != "forged" {
 		t.Errorf("headers %v", hdr)
 	}
-	if p, q, ok := SplitTarget("/a%2Fb?x=1&x=2"); !ok || p != "/a/b" || !slices.Equal(q["x"], []string{"1", "2"}) {
-		t.Errorf("%q %v %v", p, q, ok)
+	if raw, p, q, ok := SplitTarget("/a%2Fb?x=1&x=2"); !ok || raw != "/a%2Fb" || p != "/a/b" || !slices.Equal(q["x"], []string{"1", "2"}) {
+		t.Errorf("%q %q %v %v", raw, p, q, ok)
 	}
 	for _, bad := range []string{"", "x", "http://h/x"} {
-		if _, _, ok := SplitTarget(bad); ok {
+		if _, _, _, ok := SplitTarget(bad); ok {
 			t.Errorf("target %q accepted", bad)
 		}
 	}

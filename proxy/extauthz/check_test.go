@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // admission is the seed's admission scenario: one table, run through the
@@ -87,7 +87,7 @@ func TestAdmissionBothPaths(t *testing.T) {
 			if r := reasons(got.body); !sameSet(r, want) || !slices.Equal(r, reasons(side.body)) {
 				t.Errorf("codes: check %v, sidecar %v, want %v", r, reasons(side.body), want)
 			}
-			if got.header.Get(proxy.DecisionHeader) == "" || got.header.Get("Cache-Control") != "no-store" {
+			if got.header.Get(writheader.Decision) == "" || got.header.Get("Cache-Control") != "no-store" {
 				t.Errorf("denied headers %v", got.header)
 			}
 			var metaCodes []string
@@ -123,8 +123,8 @@ func TestAdmissionHTTPMode(t *testing.T) {
 		r.header["Writ-Caller"] = `{"agent_id":"forged"}`
 		got := w.viaHTTP(r, "/authz")
 		if c.codes == nil {
-			if got.status != 200 || !strings.Contains(got.header.Get(proxy.CallerHeader), `"agent_id":"payments-investigator"`) ||
-				got.header.Get(proxy.DecisionHeader) == "" || got.header.Get(HeadersToRemoveHeader) != "" {
+			if got.status != 200 || !strings.Contains(got.header.Get(writheader.Caller), `"agent_id":"payments-investigator"`) ||
+				got.header.Get(writheader.Decision) == "" || got.header.Get(HeadersToRemoveHeader) != "" {
 				t.Errorf("%s: %d %v", c.name, got.status, got.header)
 			}
 			continue

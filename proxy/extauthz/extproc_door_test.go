@@ -49,7 +49,7 @@ func (w *world) extProcDoor(metadata *corev3.Metadata, attrs map[string]*structp
 		Metadata:   func(*http.Request) *corev3.Metadata { return metadata },
 		Attributes: func(*http.Request) map[string]*structpb.Value { return attrs }}
 	for _, a := range w.cfg.Agents {
-		e.Routes = append(e.Routes, extproctest.Route{Prefix: a.Route, Upstream: a.Upstream})
+		e.Routes = append(e.Routes, extproctest.Route{Prefix: a.Route, Name: a.Name, Upstream: a.Upstream})
 	}
 	srv := httptest.NewServer(e)
 	w.t.Cleanup(srv.Close)

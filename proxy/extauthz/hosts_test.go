@@ -30,7 +30,9 @@ import (
 // HTTP ext_authz (Host) and through ext_proc behind a test Envoy that routes
 // by virtual host (:authority). Each door decides about the agent of the
 // request's host (alpha serves the wholesale caller, beta does not), and a
-// host neither serves is not found.
+// host neither serves is not found. A host in upper case is refused where
+// writ itself routes on it (canonical form), and decided for the agent the
+// route names behind Envoy.
 func TestAgentsByHost(t *testing.T) {
 	start := func(name string) *seedagents.Agent {
 		a, err := seedagents.StartSanctions(seedagents.WithName(name))
@@ -50,7 +52,7 @@ admin: 127.0.0.1:0
 policies: [../../policies]
 identity:
   jwt: [{issuer: %s, audiences: [writ], jwks_file: %s}]
-envoy: {grpc_listen: '127.0.0.1:0', http_listen: '127.0.0.1:0'}
+envoy: {grpc_listen: '127.0.0.1:0', http_listen: '127.0.0.1:0', require_route_name: false}
 agents:
   - {name: alpha-agent, route: /, hosts: [alpha.agents.example], upstream: '%s', protocol: a2a,
      tenants: [wholesale], max_data_classification: restricted, security_schemes: [oauth2]}
@@ -116,7 +118,7 @@ agents:
 	t.Cleanup(func() { conn.Close() })
 	envoy := &extproctest.Envoy{Client: extprocv3.NewExternalProcessorClient(conn)}
 	for _, a := range cfg.Agents {
-		envoy.Routes = append(envoy.Routes, extproctest.Route{Hosts: a.Hosts, Prefix: a.Route, Upstream: a.Upstream})
+		envoy.Routes = append(envoy.Routes, extproctest.Route{Hosts: a.Hosts, Prefix: a.Route, Name: a.Name, Upstream: a.Upstream})
 	}
 	viaEnvoy := httptest.NewServer(envoy)
 	t.Cleanup(viaEnvoy.Close)
@@ -161,8 +163,17 @@ agents:
 			if st, fwd := door("alpha.agents.example:8443"); !fwd {
 				t.Errorf("alpha's host: %d", st)
 			}
-			if st, fwd := door("Api.Beta.Example"); fwd || st != 403 {
+			if st, fwd := door("api.beta.example"); fwd || st != 403 {
 				t.Errorf("beta's host (not the caller's tenant): %d forwarded=%v", st, fwd)
+			}
+			// A host not in canonical form is refused where writ routes on it;
+			// behind the test Envoy, the route names beta and beta decides.
+			want := 400
+			if name == "ext_proc" {
+				want = 403
+			}
+			if st, fwd := door("Api.Beta.Example"); fwd || st != want {
+				t.Errorf("beta's host in upper case: %d forwarded=%v, want %d", st, fwd, want)
 			}
 			if st, fwd := door("gamma.example"); fwd || st != 404 {
 				t.Errorf("a host no agent serves: %d forwarded=%v", st, fwd)

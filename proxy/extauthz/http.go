@@ -8,6 +8,8 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/envoyreq"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // HeadersToRemoveHeader is how an HTTP authorization server asks Envoy to strip
@@ -33,19 +35,22 @@ var RequestHeaders = []string{"content-type", "a2a-version", "a2a-extensions", "
 // sent as 203 Non-Authoritative Information with the same body. A 5xx answer is a
 // failed check to Envoy (status_on_error, default 403, and no body).
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	path := r.URL.Path
-	if p := s.cfg.HTTPPathPrefix; p != "" {
-		rest, ok := strings.CutPrefix(path, p)
-		if !ok || (rest != "" && rest[0] != '/') {
-			s.answer(w, badRequest(errBadRequest))
-			return
-		}
-		if path = rest; path == "" {
-			path = "/"
-		}
+	path, ok := s.belowPrefix(r.URL.Path)
+	raw, rawOK := s.belowPrefix(rawPathOf(r))
+	route := r.Header.Values(RouteHeader)
+	if !ok || !rawOK || len(route) > 1 {
+		s.answer(w, badRequest(errBadRequest))
+		return
 	}
-	inc := proxy.Incoming{Method: r.Method, Path: path, Host: r.Host, RemoteAddr: r.RemoteAddr,
+	inc := proxy.Incoming{Method: r.Method, Path: path, RawPath: raw, Host: r.Host, RemoteAddr: r.RemoteAddr,
 		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header}
+	if len(route) == 1 {
+		// The agent Envoy's route chose: its per-route http_service sets the
+		// header (headers_to_add overrides a client's), and allowed_headers
+		// must never pass a client's own.
+		inc.Route = route[0]
+		r.Header.Del(RouteHeader)
+	}
 	partial := strings.EqualFold(r.Header.Get(PartialBodyHeader), "true")
 	if s.cfg.ParsesBody() && !(partial && s.cfg.AllowPartialBody) {
 		in, err := wire.FromHTTP(r, s.cfg.MaxRequestBytes)
@@ -56,7 +61,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	start := time.Now()
-	remove := proxy.WritSpellings(inc.Header)
+	remove := writheader.Spellings(inc.Header)
 	out, dry := s.decide(r.Context(), inc)
 	s.served(out, start)
 	if out.Kind != proxy.Forward && !dry {
@@ -70,10 +75,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if dry && out.DecisionID != "" {
-		h.Set(proxy.DecisionHeader, out.DecisionID)
+		h.Set(writheader.Decision, out.DecisionID)
 	}
 	var drop []string
-	for _, k := range append(remove, proxy.CallerHeader) {
+	for _, k := range append(remove, writheader.Caller) {
 		if h.Get(k) == "" && !slices.Contains(drop, strings.ToLower(k)) { // Envoy removes after it sets: never both
 			drop = append(drop, strings.ToLower(k))
 		}
@@ -82,6 +87,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.Set(HeadersToRemoveHeader, strings.Join(drop, ","))
 	}
 	w.WriteHeader(http.StatusOK)
+}
+
+// RouteHeader is envoyreq.RouteKey as the header of an HTTP check.
+var RouteHeader = http.CanonicalHeaderKey(envoyreq.RouteKey)
+
+// belowPrefix is path below envoy.http_path_prefix; ok is false for a path
+// outside it.
+func (s *Server) belowPrefix(path string) (string, bool) {
+	p := s.cfg.HTTPPathPrefix
+	if p == "" {
+		return path, true
+	}
+	rest, ok := strings.CutPrefix(path, p)
+	if !ok || (rest != "" && rest[0] != '/') {
+		return "", false
+	}
+	if rest == "" {
+		rest = "/"
+	}
+	return rest, true
+}
+
+// rawPathOf is the check's path as Envoy sent it (path_prefix and the
+// client's :path, percent-encoding intact), before '?'.
+func rawPathOf(r *http.Request) string {
+	if t := r.RequestURI; strings.HasPrefix(t, "/") {
+		p, _, _ := strings.Cut(t, "?")
+		return p
+	}
+	return r.URL.EscapedPath()
 }
 
 // answer writes writ's own answer for Envoy to pass to the client.
@@ -95,7 +130,7 @@ func (s *Server) answer(w http.ResponseWriter, out proxy.Outcome) {
 	}
 	h.Set("Cache-Control", "no-store")
 	if out.DecisionID != "" {
-		h.Set(proxy.DecisionHeader, out.DecisionID)
+		h.Set(writheader.Decision, out.DecisionID)
 	}
 	st := out.EnvoyStatus()
 	if st >= 200 && st < 300 {

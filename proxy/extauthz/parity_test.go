@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // TestFixtureParity runs every recorded A2A request (v0.3 and v1.0, JSON-RPC and
@@ -64,7 +65,7 @@ func TestFixtureParity(t *testing.T) {
 						t.Errorf("%s: upstream headers %v, sidecar %v", name, ok.GetHeaders(), sidecar.Plan.Header)
 					}
 				default:
-					id := got.header.Get(proxy.DecisionHeader)
+					id := got.header.Get(writheader.Decision)
 					want := string(sidecar.Answer.Body)
 					if sidecar.DecisionID != "" {
 						want = strings.ReplaceAll(want, sidecar.DecisionID, id)

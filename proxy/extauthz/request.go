@@ -43,11 +43,14 @@ func (s *Server) fromCheck(req *authv3.CheckRequest) (proxy.Incoming, error) {
 		Header: hdr, RemoteAddr: addressOf(attrs.GetSource().GetAddress())}
 	var err error
 	target := first(h.GetPath(), pseudo[":path"])
-	if inc.Path, inc.Query, err = splitTarget(target); err != nil {
+	if inc.RawPath, inc.Path, inc.Query, err = splitTarget(target); err != nil {
 		return proxy.Incoming{}, err
 	}
 	// The query as sent, which Envoy forwards: the core decides on it.
 	_, inc.RawQuery, _ = strings.Cut(target, "?")
+	// The agent Envoy's route chose (ExtAuthzPerRoute context_extensions):
+	// only Envoy's config sets it.
+	inc.Route = attrs.GetContextExtensions()[envoyreq.RouteKey]
 	body := h.GetRawBody()
 	if len(body) == 0 && h.GetBody() != "" {
 		body = []byte(h.GetBody())
@@ -91,13 +94,14 @@ func headersOf(h *authv3.AttributeContext_HttpRequest) (http.Header, map[string]
 }
 
 // splitTarget splits the request target Envoy reports (path and query, not
-// decoded) into the decoded path and the query, as net/http does.
-func splitTarget(target string) (string, url.Values, error) {
-	path, query, ok := envoyreq.SplitTarget(target)
+// decoded) into the path as sent, the decoded path and the query, as
+// net/http does.
+func splitTarget(target string) (string, string, url.Values, error) {
+	raw, path, query, ok := envoyreq.SplitTarget(target)
 	if !ok {
-		return "", nil, fmt.Errorf("%w: path %q", errBadRequest, target)
+		return "", "", nil, fmt.Errorf("%w: path %q", errBadRequest, target)
 	}
-	return path, query, nil
+	return raw, path, query, nil
 }
 
 // addressOf renders Envoy's peer address as net/http's RemoteAddr.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/writheader"
 )
 
 // The dynamic_metadata keys of every CheckResponse (namespace
@@ -45,7 +46,7 @@ func okResponse(out proxy.Outcome, remove []string, dry bool) *authv3.CheckRespo
 	if dry && out.DecisionID != "" {
 		// A would-be refusal has no upstream headers; the decision id still
 		// finds it in the log.
-		set = map[string]string{proxy.DecisionHeader: out.DecisionID}
+		set = map[string]string{writheader.Decision: out.DecisionID}
 	}
 	keys := make([]string, 0, len(set))
 	for k := range set {
@@ -64,9 +65,9 @@ func okResponse(out proxy.Outcome, remove []string, dry bool) *authv3.CheckRespo
 			ok.HeadersToRemove = append(ok.HeadersToRemove, strings.ToLower(k))
 		}
 	}
-	if !dry && !slices.Contains(ok.HeadersToRemove, strings.ToLower(proxy.CallerHeader)) {
-		if _, isSet := set[proxy.CallerHeader]; !isSet {
-			ok.HeadersToRemove = append(ok.HeadersToRemove, strings.ToLower(proxy.CallerHeader))
+	if !dry && !slices.Contains(ok.HeadersToRemove, strings.ToLower(writheader.Caller)) {
+		if _, isSet := set[writheader.Caller]; !isSet {
+			ok.HeadersToRemove = append(ok.HeadersToRemove, strings.ToLower(writheader.Caller))
 		}
 	}
 	return &authv3.CheckResponse{
@@ -96,8 +97,8 @@ func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 	if out.Answer.ContentType != "" {
 		hdrs = append(hdrs, header("content-type", out.Answer.ContentType))
 	}
-	if out.DecisionID != "" && out.Answer.Header.Get(proxy.DecisionHeader) == "" {
-		hdrs = append(hdrs, header(strings.ToLower(proxy.DecisionHeader), out.DecisionID))
+	if out.DecisionID != "" && out.Answer.Header.Get(writheader.Decision) == "" {
+		hdrs = append(hdrs, header(strings.ToLower(writheader.Decision), out.DecisionID))
 	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(code), Message: msg},

@@ -24,6 +24,7 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/grpcserve"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -85,7 +86,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		s.served(out, start)
 		return deniedResponse(out), nil
 	}
-	remove := proxy.WritSpellings(inc.Header)
+	remove := writheader.Spellings(inc.Header)
 	out, dry := s.decide(ctx, inc)
 	s.served(out, start)
 	if out.Kind == proxy.Forward || dry {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
 
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -68,15 +69,17 @@ func (a *jsonAnswer) chunk(data []byte, eos bool) *extprocv3.CommonResponse {
 	if !a.held && bytes.Equal(body, data) {
 		return nil // passed on as the agent sent it
 	}
+	// writ's rewrite of the agent's JSON (a filtered listing, the extended
+	// card): what described the agent's bytes no longer does.
 	return &extprocv3.CommonResponse{
-		HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: contentLength(len(body))},
+		HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: contentLength(len(body)), RemoveHeaders: bytesHeaders},
 		BodyMutation:   &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: body}}}
 }
 
 // refuse replaces the answer by writ's refusal r, and reports its status (in
 // STREAMED mode the caller got the agent's status with r's body).
 func (a *jsonAnswer) refuse(r wire.Rendered) *extprocv3.CommonResponse {
-	c := replace(r)
+	c := replace(r, a.st.answerHeaders)
 	a.st.ev.Status = refusalStatus(r.Status)
 	return c
 }
@@ -155,7 +158,9 @@ func (a *blindAnswer) chunk(_ []byte, eos bool) *extprocv3.CommonResponse {
 		return clearBody()
 	}
 	r := a.st.plan.Fail(task.NewFault(task.KindUnavailable, "writ cannot read this answer behind this Envoy (ext_proc response_header_mode)"))
-	return &extprocv3.CommonResponse{BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: r.Body}}}
+	// writ never saw the answer's headers: every representation header is
+	// removed (Envoy applies this while it holds them: BUFFERED).
+	return replace(r, representationHeaders)
 }
 
 func (a *blindAnswer) end()         {}
@@ -166,10 +171,14 @@ func (a *blindAnswer) invalid() int { return 0 }
 // and body. The refusals Plan.Answer makes are the agent's fault (an answer
 // too large or unreadable: 502) or the store's (503); as for every refusal
 // in Envoy mode, a JSON-RPC error the sidecar sends on 200 gets the status of
-// its fault, here 502. The status and headers apply while Envoy still holds
-// the answer's headers (BUFFERED, or the headers phase); in STREAMED mode
-// they are gone downstream and only the body is replaced.
-func replace(r wire.Rendered) *extprocv3.CommonResponse {
+// its fault, here 502. Every header of the answer it replaces (drop: the
+// names Envoy showed writ) is removed, as the sidecar sends a refusal with
+// its own headers only: a Content-Encoding, Content-Length, ETag or digest
+// of the agent's body would misdescribe writ's (a gzip coding left on the
+// refusal makes it unreadable). The status and headers apply while Envoy
+// still holds the answer's headers (BUFFERED, or the headers phase); in
+// STREAMED mode they are gone downstream and only the body is replaced.
+func replace(r wire.Rendered, drop []string) *extprocv3.CommonResponse {
 	r.Status = refusalStatus(r.Status)
 	mut := &extprocv3.HeaderMutation{SetHeaders: contentLength(len(r.Body))}
 	mut.SetHeaders = append(mut.SetHeaders, setHeader(":status", strconv.Itoa(r.Status)))
@@ -179,9 +188,28 @@ func replace(r wire.Rendered) *extprocv3.CommonResponse {
 	for _, k := range slices.Sorted(maps.Keys(r.Header)) {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(k, r.Header.Get(k)))
 	}
+	set := map[string]bool{}
+	for _, h := range mut.SetHeaders {
+		set[h.GetHeader().GetKey()] = true
+	}
+	for _, k := range drop {
+		if k = strings.ToLower(k); !set[k] && !strings.HasPrefix(k, ":") {
+			mut.RemoveHeaders = append(mut.RemoveHeaders, k)
+		}
+	}
 	return &extprocv3.CommonResponse{HeaderMutation: mut,
 		BodyMutation: &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_Body{Body: r.Body}}}
 }
+
+// bytesHeaders describe the exact bytes of a body (its coding, range,
+// digests, entity tag): removed when writ rewrites the body.
+var bytesHeaders = []string{"content-encoding", "content-range", "content-md5", "digest", "content-digest",
+	"repr-digest", "etag"}
+
+// representationHeaders are every header that describes a body, removed
+// from an answer writ replaces without having seen its headers.
+var representationHeaders = append([]string{"content-type", "content-length", "content-language",
+	"content-location", "content-disposition", "last-modified"}, bytesHeaders...)
 
 // refusalStatus is the status of a refusal in place of an answer: never a 2xx.
 func refusalStatus(status int) int {

@@ -12,7 +12,10 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/writ-authz/writ/proxy/envoyreq"
 )
 
 // benchAnswer is the agent's answer the benchmarks show writ: the task the
@@ -75,7 +78,8 @@ func benchProcess(b *testing.B, w *world, msgs []*extprocv3.ProcessingRequest) {
 	defer conn.Close()
 	client := extprocv3.NewExternalProcessorClient(conn)
 	once := func() {
-		s, err := client.Process(context.Background())
+		// The route's agent, as deploy/envoy's per-route grpc_initial_metadata sends it.
+		s, err := client.Process(metadata.AppendToOutgoingContext(context.Background(), envoyreq.RouteKey, "sanctions-screening-agent"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -28,7 +28,7 @@ func TestRelayAnySplit(t *testing.T) {
 		"data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"statusUpdate\":{\"taskId\":\"t-r\",\"contextId\":\"c-r\",\"status\":{\"state\":\"TASK_STATE_COMPLETED\"}}}}")
 	plan := func() *proxy.Plan {
 		raw := `{"jsonrpc":"2.0","id":1,"method":"SendStreamingMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"x"}]}}}`
-		out := w.core.Admit(t.Context(), proxy.Incoming{Mode: events.ModeExtProc, Method: "POST", Path: "/odd/", Query: url.Values{},
+		out := w.core.Admit(t.Context(), proxy.Incoming{Mode: events.ModeExtProc, Method: "POST", Path: "/odd/", Route: "sanctions-odd", Query: url.Values{},
 			Host: "writ.test", Header: http.Header{"Authorization": {"Bearer " + w.token(investigator)},
 				"Content-Type": {"application/json"}, "A2a-Version": {"1.0"}}, Body: []byte(raw)})
 		if out.Kind != proxy.Forward {

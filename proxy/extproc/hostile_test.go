@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/writ-authz/writ/config"
@@ -83,6 +84,73 @@ func TestHostileListAnswers(t *testing.T) {
 				}
 				if !refused || (strings.HasPrefix(c, "rest ") && r.status != http.StatusBadGateway) {
 					t.Errorf("%s: want the agent's answer refused (INVALID_AGENT_RESPONSE), got %d %s", c, r.status, r.body)
+				}
+			}
+		})
+	}
+}
+
+// TestHostileCodedAnswers: writ reads the agent's answers in the identity
+// coding only. The caller's Accept-Encoding never reaches the agent (so it
+// cannot ask the agent for a coding writ would not read), and an answer in a
+// content coding anyway — a listing or a stream — is refused as an invalid
+// agent answer, through the sidecar and ext_proc alike.
+//
+// Threat: a caller (or a hostile agent) gets an answer writ must read past
+// it in a coding writ does not decode: a gzip or br listing passes the
+// own-tasks filter unread, a coded stream is relayed unobserved (its tasks
+// never recorded, its terminal state never seen). Defence: the forwarded
+// request drops Accept-Encoding (Plan.Drop), and Plan.Reads refuses any
+// answer with a content coding other than identity.
+func TestHostileCodedAnswers(t *testing.T) {
+	victim := `{"id":"t-retail","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}`
+	list := `{"jsonrpc":"2.0","id":1,"result":{"tasks":[` + victim + `]}}`
+	for _, d := range []door{sidecarDoor, extprocDoor("ext_proc", nil)} {
+		t.Run(d.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var asked []string // the Accept-Encoding each request reached the agent with
+			up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+				mu.Lock()
+				asked = append(asked, r.Header.Get("Accept-Encoding"))
+				mu.Unlock()
+				// Coded whatever the request asked for: br is a coding no
+				// Go client decodes on its own, so it reaches writ as sent.
+				w.Header().Set("Content-Encoding", "br")
+				if r.Header.Get("X-Hostile") == "stream" {
+					w.Header().Set("Content-Type", "text/event-stream")
+					fmt.Fprint(w, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"task\":"+victim+"}}\n\n")
+					return
+				}
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, list)
+			})
+			w := newWorld(t, d, func(c *config.Config) {
+				a := c.Agents[0]
+				a.Name, a.Route, a.Upstream = "sanctions-hostile", "/hostile", up.srv.URL
+				c.Agents = append(c.Agents, a)
+			})
+			inv := w.token(investigator)
+			for _, c := range []struct{ name, method, body string }{
+				{"list", "ListTasks", `{}`},
+				{"stream", "SendStreamingMessage", `{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"screen"}]}}`},
+			} {
+				r := w.do("POST", "/hostile/", inv, []byte(`{"jsonrpc":"2.0","id":1,"method":"`+c.method+`","params":`+c.body+`}`),
+					map[string]string{"A2A-Version": "1.0", "X-Hostile": c.name, "Accept-Encoding": "br"})
+				if strings.Contains(string(r.body), "t-retail") || r.header.Get("Content-Encoding") != "" {
+					t.Errorf("%s: the coded answer reached the caller: %d %v %q", c.name, r.status, r.header, r.body)
+				}
+				if !strings.Contains(string(r.body), "INVALID_AGENT_RESPONSE") {
+					t.Errorf("%s: want the agent's answer refused (INVALID_AGENT_RESPONSE), got %d %s", c.name, r.status, r.body)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(asked) != 2 {
+				t.Fatalf("the agent was asked %d times, want 2", len(asked))
+			}
+			for _, a := range asked {
+				if strings.Contains(a, "br") {
+					t.Errorf("the caller's Accept-Encoding reached the agent: %q", a)
 				}
 			}
 		})

@@ -6,7 +6,9 @@
 // same Core (and so the same lifecycle store and push deliverer) as the
 // sidecar:
 //
-//   - request phase: Core.Admit decides, exactly as for ext_authz. Writ's own
+//   - request phase: Core.Admit decides, exactly as for ext_authz, for the
+//     agent Envoy's route names in the stream's initial metadata
+//     (envoyreq.RouteKey). Writ's own
 //     answer (a refusal, a card, a push-config operation) is an
 //     ImmediateResponse with the protocol-shaped body; a forwarded request gets
 //     the sidecar's upstream headers by mutation (Writ-Caller, Writ-Decision-Id,

@@ -16,6 +16,7 @@ import (
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/envoyreq"
+	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -67,10 +69,13 @@ type stream struct {
 	plan    *proxy.Plan // Forward only
 	sent    time.Time   // when the request went on to the agent
 
-	overrode bool   // writ asked for another response body mode
-	ans      answer // the answer's body, by kind
-	ev       events.Request
-	reported bool
+	overrode bool // writ asked for another response body mode
+	// answerHeaders are the names of the answer's headers as Envoy showed
+	// them: what a refusal in the answer's place removes.
+	answerHeaders []string
+	ans           answer // the answer's body, by kind
+	ev            events.Request
+	reported      bool
 }
 
 // answer consumes the body of the agent's answer, chunk by chunk.
@@ -183,14 +188,18 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 	}
 	hdr, pseudo := envoyreq.Headers(h.GetHeaders())
 	target := pseudo[":path"]
-	path, query, ok := envoyreq.SplitTarget(target)
+	raw, path, query, ok := envoyreq.SplitTarget(target)
 	if !ok {
 		return st.plain(http.StatusBadRequest, "writ: the request target "+strconv.Quote(target)+" is not readable"), nil
 	}
+	route, ok := st.route()
+	if !ok {
+		return st.plain(http.StatusInternalServerError, "writ: the route Envoy chose names more than one agent"), nil
+	}
 	_, rawQuery, _ := strings.Cut(target, "?")
-	st.remove = proxy.WritSpellings(hdr)
-	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, Query: query,
-		RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
+	st.remove = writheader.Spellings(hdr)
+	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, RawPath: raw, Route: route,
+		Query: query, RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
 	if st.s.trusted != nil {
 		st.inc.Caller = envoyreq.VerifiedCaller(st.md, st.s.cfg.JWTAuthn.Namespace, st.s.trusted, st.s.ident, st.s.log)
@@ -238,6 +247,23 @@ func (st *stream) requestTrailers() (*extprocv3.ProcessingResponse, error) {
 		RequestTrailers: &extprocv3.TrailersResponse{}}}, nil
 }
 
+// route is the agent Envoy's route chose for this stream: the writ-agent
+// entry of the stream's initial gRPC metadata, which only Envoy's config sets
+// (ExtProcPerRoute.overrides.grpc_initial_metadata). ok is false for more
+// than one value, which names no one agent.
+func (st *stream) route() (string, bool) {
+	md, _ := metadata.FromIncomingContext(st.ctx)
+	switch v := md.Get(envoyreq.RouteKey); len(v) {
+	case 0:
+		return "", true
+	case 1:
+		return v[0], true
+	default:
+		st.s.log.Error("the ext_proc stream names more than one agent (writ-agent metadata); refused", "values", v)
+		return "", false
+	}
+}
+
 // decide admits the request and maps the outcome to Envoy's instruction for
 // the phase it was decided in (the headers, or the body received).
 func (st *stream) decide(onBody bool, received []byte) *extprocv3.ProcessingResponse {
@@ -266,7 +292,7 @@ func (st *stream) decide(onBody bool, received []byte) *extprocv3.ProcessingResp
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(k, p.Header.Get(k)))
 		set[strings.ToLower(k)] = true
 	}
-	for _, k := range st.remove {
+	for _, k := range append(slices.Clone(st.remove), p.Drop...) {
 		if !set[strings.ToLower(k)] {
 			mut.RemoveHeaders = append(mut.RemoveHeaders, strings.ToLower(k))
 		}
@@ -314,8 +340,8 @@ func (st *stream) immediate(out proxy.Outcome) *extprocv3.ProcessingResponse {
 	if out.Answer.ContentType != "" {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader("content-type", out.Answer.ContentType))
 	}
-	if out.DecisionID != "" && out.Answer.Header.Get(proxy.DecisionHeader) == "" {
-		mut.SetHeaders = append(mut.SetHeaders, setHeader(proxy.DecisionHeader, out.DecisionID))
+	if out.DecisionID != "" && out.Answer.Header.Get(writheader.Decision) == "" {
+		mut.SetHeaders = append(mut.SetHeaders, setHeader(writheader.Decision, out.DecisionID))
 	}
 	st.ev.Status = code
 	st.report()
@@ -344,19 +370,23 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		return headersResponse(nil), nil
 	}
 	hdr, pseudo := envoyreq.Headers(h.GetHeaders())
+	for k := range hdr {
+		st.answerHeaders = append(st.answerHeaders, strings.ToLower(k))
+	}
+	slices.Sort(st.answerHeaders)
 	code, _ := strconv.Atoi(pseudo[":status"])
 	st.ev.Status, st.ev.Upstream = code, time.Since(st.sent)
 	if d := st.attr(AttrCodeDetails); d != "" && d != "via_upstream" && code >= 500 {
 		return st.upstreamFailed(d), nil
 	}
-	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(proxy.DecisionHeader, st.out.DecisionID)}}
-	stream, refused := st.plan.Reads(hdr.Get("Content-Type"))
+	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(writheader.Decision, st.out.DecisionID)}}
+	stream, refused := st.plan.Reads(hdr)
 	if refused != nil {
 		// Replaced while Envoy still holds the headers; the body that
 		// follows is dropped.
 		st.ev.Status = refusalStatus(refused.Status)
 		st.ans = &jsonAnswer{st: st, done: true}
-		common := replace(*refused)
+		common := replace(*refused, st.answerHeaders)
 		common.Status = extprocv3.CommonResponse_CONTINUE_AND_REPLACE
 		return headersResponse(common), nil
 	}
@@ -396,7 +426,7 @@ func (st *stream) upstreamFailed(details string) *extprocv3.ProcessingResponse {
 	r, failure := st.plan.FailUpstream(strings.Contains(details, "timeout"))
 	st.ev.UpstreamFailure, st.ev.Status = failure, r.Status
 	st.ans = &jsonAnswer{st: st, done: true} // Envoy sends no more of it; were it to, it is dropped
-	common := replace(r)
+	common := replace(r, st.answerHeaders)
 	common.Status = extprocv3.CommonResponse_CONTINUE_AND_REPLACE
 	return headersResponse(common)
 }

@@ -388,7 +388,7 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 	envoy := *d.envoy
 	envoy.Client = extprocv3.NewExternalProcessorClient(conn)
 	for _, a := range w.cfg.Agents {
-		envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: a.Route, Upstream: a.Upstream})
+		envoy.Routes = append(envoy.Routes, extproctest.Route{Prefix: a.Route, Name: a.Name, Upstream: a.Upstream})
 	}
 	srv := httptest.NewServer(&envoy)
 	t.Cleanup(srv.Close)

@@ -32,6 +32,7 @@ const (
 	ReasonUserinfo       = "userinfo"        // user@host in the URL
 	ReasonScheme         = "scheme"          // neither https nor http
 	ReasonInsecureScheme = "insecure_scheme" // http to a host that is not trusted
+	ReasonHeaderValue    = "header_value"    // a header value that is not printable ASCII (wire.HeaderValue)
 )
 
 type rule struct {

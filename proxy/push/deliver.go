@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/task"
@@ -560,8 +561,21 @@ func (d *Deliverer) attempt(j *job) (r Result, retry bool) {
 		ct = "application/json"
 	}
 	req.Header.Set("Content-Type", ct)
-	for k, v := range j.n.Header {
-		req.Header[k] = v
+	for k, vs := range j.n.Header {
+		// Every header value writ writes is printable ASCII: anything else is
+		// a different string to different receivers. The adapters refuse such
+		// a token when it is set; this catches one stored before that.
+		for _, v := range vs {
+			if !wire.HeaderValue(v) {
+				r.Err = &RefusedError{Host: hostOf(j.n.URL), Reason: ReasonHeaderValue}
+				return r, false
+			}
+		}
+		req.Header[k] = vs
+	}
+	if !wire.HeaderValue(ct) {
+		r.Err = &RefusedError{Host: hostOf(j.n.URL), Reason: ReasonHeaderValue}
+		return r, false
 	}
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {

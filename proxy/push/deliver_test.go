@@ -579,3 +579,43 @@ func TestOneOwnerHoldsOnlyItsShare(t *testing.T) {
 	}
 	rs.waitFor(t, 14)
 }
+
+// TestHeaderValueNotASCIIIsNotSent: a notification carrying a header value
+// outside printable ASCII (a token stored before such tokens were refused at
+// set time) is never sent: refused at once, no retry, the reason a stable
+// code; a printable one is delivered.
+//
+// Threat: a header value that receivers read differently (UTF-8 vs
+// Latin-1), or that splits into another header. Defence: the deliverer
+// writes only printable-ASCII header values (wire.HeaderValue) and refuses
+// the notification otherwise.
+func TestHeaderValueNotASCIIIsNotSent(t *testing.T) {
+	rv := newReceiver(t, nil)
+	d, rs := newTestDeliverer(t, DelivererConfig{})
+	bad := note("t1", rv.URL+"/cb", 1)
+	bad.Header = http.Header{"X-A2A-Notification-Token": {"tökén"}}
+	good := note("t2", rv.URL+"/cb", 1)
+	good.Header = http.Header{"X-A2A-Notification-Token": {"tok-1"}}
+	for _, n := range []Notification{bad, good} {
+		if err := d.Enqueue(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res := rs.waitFor(t, 2)
+	for _, r := range res {
+		var refused *RefusedError
+		switch r.N.TaskID {
+		case "t1":
+			if r.Delivered || r.Attempts != 1 || !errors.As(r.Err, &refused) || refused.Reason != ReasonHeaderValue {
+				t.Errorf("non-ASCII header: %+v", r)
+			}
+		case "t2":
+			if !r.Delivered {
+				t.Errorf("ASCII header: %+v", r)
+			}
+		}
+	}
+	if got := rv.bodies(); len(got) != 1 || got[0] != "t2/1" {
+		t.Fatalf("the receiver got %v", got)
+	}
+}

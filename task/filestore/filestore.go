@@ -26,7 +26,9 @@
 // owner, its records (finished before live) by update time, a count per owner
 // and an index of owners by count for "the heaviest owner"; the same for
 // contexts; tombstones in eviction order; push-config counts per owner; work
-// items by id and by lease end.
+// items by id and by lease end; the retired-id set (task/retired.go), one
+// value per block, its layout in the meta bucket: fixed when the file is made,
+// so that a changed lifecycle.retired size applies to a new file only.
 package filestore
 
 import (
@@ -98,6 +100,10 @@ type Store struct {
 	work        task.WorkLimits
 	sweepEvery  time.Duration
 	commitDelay time.Duration
+	// retired is the retired-id set's layout, and retiredCap its capacity, as
+	// the file was made with (a later config changes neither).
+	retired    task.Retired
+	retiredCap int
 
 	ops     chan *op
 	stop    chan struct{}
@@ -210,6 +216,10 @@ func (s *Store) init() error {
 			}
 		case len(v) != 8 || binary.BigEndian.Uint64(v) != formatVersion:
 			return fmt.Errorf("filestore: %s has an unknown format version", s.path)
+		}
+		var err error
+		if s.retired, s.retiredCap, err = initRetired(tx, s.limits); err != nil {
+			return err
 		}
 		return releaseLeases(tx)
 	})

@@ -27,11 +27,12 @@ var (
 	bWork    = []byte("work")    // kind prefix + id → seq + lease + holder + payload
 	bLease   = []byte("lease")   // kind prefix + lease + seq + id → nil
 	bWorkN   = []byte("workn")   // kind → items (u64)
+	bRetired = []byte("retired") // block index (u32) → block of the retired-id set
 
 	taskOwners = fairBuckets{items: []byte("own"), counts: []byte("owncount"), heavy: []byte("ownheavy")}
 	ctxOwners  = fairBuckets{items: []byte("ctxown"), counts: []byte("ctxowncount"), heavy: []byte("ctxownheavy")}
 
-	allBuckets = [][]byte{bMeta, bTasks, bAge, bFin, bPush, bCtx, bCtxAge, bTomb, bTombAge, bWork, bLease, bWorkN,
+	allBuckets = [][]byte{bMeta, bTasks, bAge, bFin, bPush, bCtx, bCtxAge, bTomb, bTombAge, bWork, bLease, bWorkN, bRetired,
 		taskOwners.items, taskOwners.counts, taskOwners.heavy, ctxOwners.items, ctxOwners.counts, ctxOwners.heavy}
 
 	kVersion    = []byte("version")
@@ -43,6 +44,11 @@ var (
 	kViolations = []byte("violations")
 	kSeq        = []byte("seq")
 	kPushSeq    = []byte("pushseq")
+	// kRetired is the retired-id set's layout (task.Retired.String) and
+	// capacity, fixed when the set is made; kRetiredN counts the ids added.
+	kRetired    = []byte("retired")
+	kRetiredCap = []byte("retiredcap")
+	kRetiredN   = []byte("retiredn")
 )
 
 func stateKey(s task.State) []byte { return []byte("state:" + string(s)) }
@@ -525,4 +531,73 @@ func dropContext(tx *bolt.Tx, rk []byte) error {
 	}
 	_, err = addU64(tx.Bucket(bMeta), kContexts, -1)
 	return err
+}
+
+// retire adds the id of kind on ref to the retired-id set laid out as r.
+func retire(tx *bolt.Tx, r task.Retired, kind byte, ref task.Ref) error {
+	at := r.Locate(kind, ref)
+	b := tx.Bucket(bRetired)
+	k := binary.BigEndian.AppendUint32(nil, at.Block)
+	block := make([]byte, task.RetiredBlockBytes)
+	if v := b.Get(k); len(v) == task.RetiredBlockBytes {
+		copy(block, v)
+	}
+	if !at.Set(block) {
+		return nil
+	}
+	if err := b.Put(k, block); err != nil {
+		return unavailable(err)
+	}
+	_, err := addU64(tx.Bucket(bMeta), kRetiredN, 1)
+	return err
+}
+
+// isRetired reports whether the retired-id set holds the id.
+func isRetired(tx *bolt.Tx, r task.Retired, kind byte, ref task.Ref) bool {
+	at := r.Locate(kind, ref)
+	return at.In(tx.Bucket(bRetired).Get(binary.BigEndian.AppendUint32(nil, at.Block)))
+}
+
+// initRetired reads the retired-id set's layout, or makes the set with the
+// layout of l: then every task, tombstone and context already in the file (a
+// file from before the set) enters it, so none of them can become unknown.
+func initRetired(tx *bolt.Tx, l task.MemoryLimits) (task.Retired, int, error) {
+	m := tx.Bucket(bMeta)
+	if v := m.Get(kRetired); v != nil {
+		r, err := task.ParseRetired(string(v))
+		if err != nil {
+			return task.Retired{}, 0, fmt.Errorf("filestore: %w", err)
+		}
+		return r, int(getU64(m, kRetiredCap)), nil
+	}
+	r, err := l.Retired()
+	if err != nil {
+		return task.Retired{}, 0, err
+	}
+	for _, b := range []struct {
+		name []byte
+		kind byte
+	}{{bTasks, task.RetiredTask}, {bTomb, task.RetiredTask}, {bCtx, task.RetiredContext}} {
+		var refs []task.Ref
+		err := tx.Bucket(b.name).ForEach(func(k, _ []byte) error {
+			ref, err := parseRefKey(k)
+			refs = append(refs, ref)
+			return err
+		})
+		if err != nil {
+			return task.Retired{}, 0, err
+		}
+		for _, ref := range refs {
+			if err := retire(tx, r, b.kind, ref); err != nil {
+				return task.Retired{}, 0, err
+			}
+		}
+	}
+	if err := m.Put(kRetired, []byte(r.String())); err != nil {
+		return task.Retired{}, 0, unavailable(err)
+	}
+	if err := m.Put(kRetiredCap, u64(uint64(l.RetiredCapacity))); err != nil {
+		return task.Retired{}, 0, unavailable(err)
+	}
+	return r, l.RetiredCapacity, nil
 }

@@ -69,7 +69,12 @@ func (s *Store) begin(tx *bolt.Tx, w *writeCtx) error {
 }
 
 // Create implements task.Store.
-func (s *Store) Create(ctx context.Context, r task.Record) error {
+func (s *Store) Create(ctx context.Context, r task.Record) error { return s.create(ctx, r, false) }
+
+// ClaimTask implements task.Store.
+func (s *Store) ClaimTask(ctx context.Context, r task.Record) error { return s.create(ctx, r, true) }
+
+func (s *Store) create(ctx context.Context, r task.Record, claim bool) error {
 	if err := task.ValidRecord(&r); err != nil {
 		return err
 	}
@@ -87,6 +92,11 @@ func (s *Store) Create(ctx context.Context, r task.Record) error {
 				return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, task.ErrExists)
 			}
 			if err := expire(tx, rk, old); err != nil {
+				return err
+			}
+		}
+		if claim {
+			if err := s.claimable(tx, ref, rk, rec.Task.Owner); err != nil {
 				return err
 			}
 		}
@@ -114,8 +124,30 @@ func (s *Store) Create(ctx context.Context, r task.Record) error {
 		if err := insert(tx, rk, stored{stamp: st, rec: rec}); err != nil {
 			return err
 		}
-		return dropTombstone(tx, rk) // the task is known again
+		if err := dropTombstone(tx, rk); err != nil { // the task is known again
+			return err
+		}
+		return retire(tx, s.retired, task.RetiredTask, ref)
 	})
+}
+
+// claimable says whether owner may claim the task ref the store does not
+// hold: ErrRetired unless it never held it, or a tombstone says owner did.
+func (s *Store) claimable(tx *bolt.Tx, ref task.Ref, rk []byte, owner task.Owner) error {
+	if v := tx.Bucket(bTomb).Get(rk); len(v) >= 8 {
+		o, err := recordenc.Owner(v[8:])
+		if err != nil {
+			return unavailable(err)
+		}
+		if task.SameOwner(o, owner) {
+			return nil
+		}
+		return fmt.Errorf("task %q on %q: evicted from another owner: %w", ref.ID, ref.Agent, task.ErrRetired)
+	}
+	if isRetired(tx, s.retired, task.RetiredTask, ref) {
+		return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, task.ErrRetired)
+	}
+	return nil
 }
 
 // evictKey evicts the record rk (or expires it, if it has expired).
@@ -323,6 +355,9 @@ func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner
 				return err
 			}
 		}
+		if isRetired(tx, s.retired, task.RetiredContext, ref) {
+			return fmt.Errorf("context %q on %q: %w", ref.ID, ref.Agent, task.ErrRetired)
+		}
 		key := task.OwnerKey(owner)
 		if ctxOwners.count(tx, key) >= uint64(s.limits.MaxPerOwner) {
 			if vk, ok := ctxOwners.oldest(tx, key); ok {
@@ -353,7 +388,7 @@ func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner
 			return err
 		}
 		on = owner
-		return nil
+		return retire(tx, s.retired, task.RetiredContext, ref)
 	})
 	if err != nil {
 		return task.Owner{}, err
@@ -390,8 +425,14 @@ func (s *Store) Context(ctx context.Context, ref task.Ref) (task.Owner, bool, er
 	now := s.limits.Now()
 	err := s.read(ctx, func(tx *bolt.Tx) error {
 		st, cur, found, err := getContext(tx, refKey(ref))
-		if err != nil || !found || expiredAt(st.time(), s.limits.TTL, now) {
+		if err != nil {
 			return err
+		}
+		if !found || expiredAt(st.time(), s.limits.TTL, now) {
+			if isRetired(tx, s.retired, task.RetiredContext, ref) {
+				return fmt.Errorf("context %q on %q: %w", ref.ID, ref.Agent, task.ErrRetired)
+			}
+			return nil
 		}
 		o, ok = cur, true
 		return nil
@@ -409,6 +450,9 @@ func (s *Store) Tombstone(ctx context.Context, ref task.Ref) (task.Owner, bool, 
 	err := s.read(ctx, func(tx *bolt.Tx) error {
 		v := tx.Bucket(bTomb).Get(refKey(ref))
 		if len(v) < 8 {
+			if isRetired(tx, s.retired, task.RetiredTask, ref) {
+				return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, task.ErrRetired)
+			}
 			return nil
 		}
 		var err error
@@ -445,6 +489,7 @@ func (s *Store) Stats(ctx context.Context) (task.StoreStats, error) {
 		out = task.StoreStats{
 			Tasks: int(getU64(m, kTasks)), Contexts: int(getU64(m, kContexts)), ByState: by,
 			Evicted: getU64(m, kEvicted), Expired: getU64(m, kExpired), Violations: getU64(m, kViolations),
+			Retired: getU64(m, kRetiredN), RetiredCapacity: s.retiredCap,
 		}
 		return nil
 	})

@@ -15,7 +15,7 @@
 // skewed clocks agree on update order, expiry and leases; MemoryLimits.Now
 // and WorkLimits.Now are ignored.
 //
-// Round trips: Get, Create, Delete, ClaimContext, Context, Tombstone, Stats
+// Round trips: Get, Create, ClaimTask, Delete, ClaimContext, Context, Tombstone, Stats
 // and every WorkQueue call are one each. Apply, SetPush and DeletePush are one
 // when this instance saw the task's current version last (it keeps the last
 // version of recently used tasks), else two.
@@ -101,6 +101,9 @@ type Store struct {
 	work   task.WorkLimits
 	prefix string
 	ttlMS  int64
+	// retired is the layout of the retired-id set this instance asks for;
+	// the one on record in Redis wins (scripts.go).
+	retired task.Retired
 
 	mu       sync.Mutex
 	versions map[task.Ref]seen
@@ -123,13 +126,17 @@ func New(l task.MemoryLimits, o Options) (*Store, error) {
 		return nil, err
 	}
 	l = l.WithDefaults()
+	retired, err := l.Retired()
+	if err != nil {
+		return nil, fmt.Errorf("redisstore: %w", err)
+	}
 	prefix := o.KeyPrefix
 	if prefix == "" {
 		prefix = DefaultKeyPrefix
 	}
 	return &Store{
 		rdb: redis.NewClient(ro), limits: l, work: o.Work.WithDefaults(), prefix: prefix,
-		ttlMS: max(l.TTL.Milliseconds(), 1), versions: map[task.Ref]seen{},
+		ttlMS: max(l.TTL.Milliseconds(), 1), versions: map[task.Ref]seen{}, retired: retired,
 	}, nil
 }
 
@@ -380,8 +387,19 @@ func (s *Store) evictions(vals []any) {
 	}
 }
 
+// layoutArgs are the retired-id set's blocks, k and capacity, as the scripts
+// take them.
+func (s *Store) layoutArgs() []any {
+	return []any{s.retired.Blocks, s.retired.K, s.limits.RetiredCapacity}
+}
+
 // Create implements task.Store.
-func (s *Store) Create(ctx context.Context, r task.Record) error {
+func (s *Store) Create(ctx context.Context, r task.Record) error { return s.create(ctx, r, 0) }
+
+// ClaimTask implements task.Store.
+func (s *Store) ClaimTask(ctx context.Context, r task.Record) error { return s.create(ctx, r, 1) }
+
+func (s *Store) create(ctx context.Context, r task.Record, claim int) error {
 	if err := task.ValidRecord(&r); err != nil {
 		return err
 	}
@@ -392,14 +410,18 @@ func (s *Store) Create(ctx context.Context, r task.Record) error {
 		created = rec.Created.UnixMicro()
 	}
 	l := s.limits
-	res, err := s.run(ctx, createScript, s.ttlMS, l.MaxTasks, l.MaxPerOwner, l.MaxTombstones,
+	args := append([]any{s.ttlMS, l.MaxTasks, l.MaxPerOwner, l.MaxTombstones,
 		refKey(ref), encode(rec), string(rec.Task.State), task.OwnerKey(rec.Task.Owner),
-		string(recordenc.AppendOwner(nil, rec.Task.Owner)), len(rec.Push), created)
+		string(recordenc.AppendOwner(nil, rec.Task.Owner)), len(rec.Push), created}, s.layoutArgs()...)
+	res, err := s.run(ctx, createScript, append(args, claim)...)
 	if err != nil {
 		return err
 	}
-	if str(res[0]) == "exists" {
+	switch str(res[0]) {
+	case "exists":
 		return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, task.ErrExists)
+	case "retired":
+		return fmt.Errorf("task %q on %q: %w", ref.ID, ref.Agent, task.ErrRetired)
 	}
 	if len(res) < 4 {
 		return unavailable(fmt.Errorf("unexpected reply %v", res))
@@ -562,10 +584,13 @@ func (s *Store) DeletePush(ctx context.Context, ref task.Ref, cid string) error 
 // ClaimContext implements task.Store.
 func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner) (task.Owner, error) {
 	l := s.limits
-	res, err := s.run(ctx, claimScript, s.ttlMS, l.MaxContexts, l.MaxPerOwner, refKey(ref),
-		task.OwnerKey(owner), string(recordenc.AppendOwner(nil, owner)))
+	res, err := s.run(ctx, claimScript, append([]any{s.ttlMS, l.MaxContexts, l.MaxPerOwner, refKey(ref),
+		task.OwnerKey(owner), string(recordenc.AppendOwner(nil, owner))}, s.layoutArgs()...)...)
 	if err != nil {
 		return task.Owner{}, err
+	}
+	if len(res) == 0 {
+		return task.Owner{}, fmt.Errorf("context %q on %q: %w", ref.ID, ref.Agent, task.ErrRetired)
 	}
 	on, err := recordenc.Owner([]byte(str(res[0])))
 	if err != nil {
@@ -577,39 +602,44 @@ func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner
 
 // Context implements task.Store.
 func (s *Store) Context(ctx context.Context, ref task.Ref) (task.Owner, bool, error) {
-	return s.owner(ctx, s.prefix+"c:"+refKey(ref), "ob")
+	return s.forgotten(ctx, "c", "context", ref)
 }
 
 // Tombstone implements task.Store.
 func (s *Store) Tombstone(ctx context.Context, ref task.Ref) (task.Owner, bool, error) {
-	return s.owner(ctx, s.prefix+"tomb", refKey(ref))
+	return s.forgotten(ctx, "t", "task", ref)
 }
 
-// owner reads the owner kept in field of the hash at key: false when there
-// is none.
-func (s *Store) owner(ctx context.Context, key, field string) (task.Owner, bool, error) {
-	ob, err := s.rdb.HGet(ctx, key, field).Result()
-	if errors.Is(err, redis.Nil) {
+// forgotten runs forgottenScript: the owner on record (a context's, or an
+// evicted task's), else ErrRetired for an id the set holds. One round trip.
+func (s *Store) forgotten(ctx context.Context, kind, what string, ref task.Ref) (task.Owner, bool, error) {
+	res, err := s.run(ctx, forgottenScript, append([]any{kind, refKey(ref)}, s.layoutArgs()...)...)
+	if err != nil {
+		return task.Owner{}, false, err
+	}
+	switch {
+	case len(res) == 0:
 		return task.Owner{}, false, nil
+	case str(res[0]) == "retired":
+		return task.Owner{}, false, fmt.Errorf("%s %q on %q: %w", what, ref.ID, ref.Agent, task.ErrRetired)
+	case len(res) == 2:
+		o, err := recordenc.Owner([]byte(str(res[1])))
+		if err != nil {
+			return task.Owner{}, false, unavailable(err)
+		}
+		return o, true, nil
 	}
-	if err != nil {
-		return task.Owner{}, false, unavailable(err)
-	}
-	o, err := recordenc.Owner([]byte(ob))
-	if err != nil {
-		return task.Owner{}, false, unavailable(err)
-	}
-	return o, true, nil
+	return task.Owner{}, false, unavailable(fmt.Errorf("unexpected reply %v", res))
 }
 
 // Stats implements task.Store. Index entries of expired records are removed
 // (and counted as expired) first.
 func (s *Store) Stats(ctx context.Context) (task.StoreStats, error) {
-	res, err := s.run(ctx, statsScript, s.ttlMS)
+	res, err := s.run(ctx, statsScript, s.ttlMS, s.limits.RetiredCapacity)
 	if err != nil {
 		return task.StoreStats{}, err
 	}
-	if len(res) != len(task.States)+4 {
+	if len(res) != len(task.States)+6 {
 		return task.StoreStats{}, unavailable(fmt.Errorf("unexpected reply %v", res))
 	}
 	n := make([]int64, len(res))
@@ -626,5 +656,6 @@ func (s *Store) Stats(ctx context.Context) (task.StoreStats, error) {
 	k := len(task.States)
 	out.Contexts = int(n[k])
 	out.Evicted, out.Expired, out.Violations = uint64(n[k+1]), uint64(n[k+2]), uint64(n[k+3])
+	out.Retired, out.RetiredCapacity = uint64(n[k+4]), int(n[k+5])
 	return out, nil
 }

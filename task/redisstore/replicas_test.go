@@ -29,6 +29,9 @@ func (r *replicas) Get(ctx context.Context, ref task.Ref) (task.Record, bool, er
 func (r *replicas) Create(ctx context.Context, rec task.Record) error {
 	return r.next().Create(ctx, rec)
 }
+func (r *replicas) ClaimTask(ctx context.Context, rec task.Record) error {
+	return r.next().ClaimTask(ctx, rec)
+}
 func (r *replicas) Apply(ctx context.Context, ref task.Ref, ev task.Event) (task.Record, task.Record, error) {
 	return r.next().Apply(ctx, ref, ev)
 }

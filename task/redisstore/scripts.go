@@ -19,8 +19,12 @@ import "github.com/redis/go-redis/v9"
 //	P c:<rk>      hash of one context: o, ob; PEXPIREd TTL after its claim
 //	P cx          zset of contexts, by claim time
 //	P co:<o>      zset of the owner's contexts; P cowners like P owners
-//	P tomb        hash rk → encoded owner of evicted records; P tombz their
-//	              order (bounded)
+//	P tomb        hash rk → encoded owner of evicted records; P tombo rk →
+//	              their owner keys; P tombz their order (bounded)
+//	P retired     hash block index → 64-byte block of the retired-id set
+//	              (task/retired.go); P rlayout its layout: b (blocks), k,
+//	              cap (capacity), set by the first write that needs it, so
+//	              every replica uses the set as it was made
 //	P stats       hash of counters: evicted, expired, violations
 //	P seq         the version counter
 //	P wp:<kind>   hash id → payload; P wh:<kind> id → holder; P wl:<kind>
@@ -110,18 +114,69 @@ local function evict(rk, reason, maxTombs, out)
   redis.call('HINCRBY', P .. 'stats', 'evicted', 1)
   local seq = redis.call('INCR', P .. 'seq')
   redis.call('HSET', P .. 'tomb', rk, h[4])
+  redis.call('HSET', P .. 'tombo', rk, h[2])
   redis.call('ZADD', P .. 'tombz', seq, rk)
   while redis.call('ZCARD', P .. 'tombz') > maxTombs do
     local old = redis.call('ZPOPMIN', P .. 'tombz')
     redis.call('HDEL', P .. 'tomb', old[1])
+    redis.call('HDEL', P .. 'tombo', old[1])
   end
   for _, x in ipairs({rk, h[4], h[1], reason, '0'}) do table.insert(out, x) end
+end
+-- The retired-id set (task/retired.go): the layout on record, else the one
+-- the caller passes (recorded when write is true).
+local function layout(b, k, cap, write)
+  local cur = redis.call('HMGET', P .. 'rlayout', 'b', 'k')
+  if cur[1] then return {tonumber(cur[1]), tonumber(cur[2])} end
+  if write then redis.call('HSET', P .. 'rlayout', 'b', b, 'k', k, 'cap', cap) end
+  return {tonumber(b), tonumber(k)}
+end
+-- locate is task.Retired.Locate: the hex stream of SHA-1(key), SHA-1(key ..
+-- 0x01), SHA-1(key .. 0x02) for key = kind .. rk; the block from its first 8
+-- digits, bit i of k from the 3-digit group after them, modulo 512.
+local function locate(kind, rk, L)
+  local key = kind .. rk
+  local h = redis.sha1hex(key) .. redis.sha1hex(key .. '\1') .. redis.sha1hex(key .. '\2')
+  local block = tonumber(string.sub(h, 1, 8), 16) % L[1]
+  local bits = {}
+  for i = 0, L[2] - 1 do
+    local n = 9 + 3 * i
+    bits[i + 1] = tonumber(string.sub(h, n, n + 2), 16) % 512
+  end
+  return string.format('%d', block), bits
+end
+local function isRetired(kind, rk, L)
+  local block, bits = locate(kind, rk, L)
+  local blk = redis.call('HGET', P .. 'retired', block)
+  if not blk or #blk ~= 64 then return false end
+  for _, bit in ipairs(bits) do
+    local m = 2 ^ (7 - bit % 8)
+    if math.floor(string.byte(blk, math.floor(bit / 8) + 1) / m) % 2 == 0 then return false end
+  end
+  return true
+end
+local function retire(kind, rk, L)
+  local block, bits = locate(kind, rk, L)
+  local blk = redis.call('HGET', P .. 'retired', block)
+  local t = {}
+  if blk and #blk == 64 then t = {string.byte(blk, 1, 64)} else for i = 1, 64 do t[i] = 0 end end
+  local changed = false
+  for _, bit in ipairs(bits) do
+    local i, m = math.floor(bit / 8) + 1, 2 ^ (7 - bit % 8)
+    if math.floor(t[i] / m) % 2 == 0 then t[i] = t[i] + m; changed = true end
+  end
+  if changed then
+    redis.call('HSET', P .. 'retired', block, string.char(unpack(t)))
+    redis.call('HINCRBY', P .. 'stats', 'retired', 1)
+  end
 end
 `
 
 // createScript: ARGV P, ttl ms, max tasks, max per owner, max tombstones,
 // rk, record, state, owner key, encoded owner, push configs, created µs (0:
-// now). Returns {'exists'} or {'ok', version, created, updated, evictions...}.
+// now), the retired-id set's blocks, k and capacity, claim (0/1: ClaimTask).
+// Returns {'exists'}, {'retired'} or {'ok', version, created, updated,
+// evictions...}.
 var createScript = redis.NewScript(prelude + `
 local ttl, rk, s, o, np = tonumber(ARGV[2]), ARGV[6], ARGV[8], ARGV[9], tonumber(ARGV[11])
 local t = clock()
@@ -129,6 +184,15 @@ local cut = t - ttl * 1000
 prune(cut)
 local k = tkey(rk)
 if redis.call('EXISTS', k) == 1 then return {'exists'} end
+local L = layout(ARGV[13], ARGV[14], ARGV[15], true)
+if ARGV[16] == '1' then
+  local was = redis.call('HGET', P .. 'tombo', rk)
+  if was then
+    if was ~= o then return {'retired'} end
+  elseif isRetired('t', rk, L) then
+    return {'retired'}
+  end
+end
 local ev = {}
 if ownerCount(o, cut) >= tonumber(ARGV[4]) then
   local v = oldestOf(o)
@@ -151,7 +215,9 @@ redis.call('ZADD', P .. cls(s) .. o, t, rk)
 bump(P .. 'owners', o, 1)
 for i = 1, np do redis.call('ZADD', P .. 'op:' .. o, t, rk .. '\0' .. i) end
 redis.call('HDEL', P .. 'tomb', rk)
+redis.call('HDEL', P .. 'tombo', rk)
 redis.call('ZREM', P .. 'tombz', rk)
+retire('t', rk, L)
 local out = {'ok', ver, c, t}
 for _, x in ipairs(ev) do table.insert(out, x) end
 return out
@@ -202,7 +268,8 @@ return 0
 `)
 
 // claimScript: ARGV P, ttl ms, max contexts, max per owner, rk, owner key,
-// encoded owner. Returns {encoded owner on record, evictions...}.
+// encoded owner, the retired-id set's blocks, k and capacity. Returns
+// {encoded owner on record, evictions...}, or {} for a retired context.
 var claimScript = redis.NewScript(prelude + `
 local ttl, rk, o = tonumber(ARGV[2]), ARGV[5], ARGV[6]
 local t = clock()
@@ -218,6 +285,8 @@ if cur[1] then
   end
   return {cur[2]}
 end
+local L = layout(ARGV[8], ARGV[9], ARGV[10], true)
+if isRetired('c', rk, L) then return {} end
 local out = {ARGV[7]}
 local function evictCtx(v, reason)
   if not v then return end
@@ -243,11 +312,27 @@ redis.call('PEXPIRE', k, ttl)
 redis.call('ZADD', P .. 'cx', t, rk)
 redis.call('ZADD', P .. 'co:' .. o, t, rk)
 bump(P .. 'cowners', o, 1)
+retire('c', rk, L)
 return out
 `)
 
-// statsScript: ARGV P, ttl ms. Returns the count of each state (in
-// task.States order), the contexts, evicted, expired, violations.
+// forgottenScript answers Tombstone and Context for what the store no longer
+// holds. ARGV P, kind ('t': a task, 'c': a context), rk, the retired-id set's
+// blocks, k and capacity. Returns {'held', encoded owner} (a context's owner,
+// or an evicted task's from its tombstone), {'retired'} or {}.
+var forgottenScript = redis.NewScript(prelude + `
+local kind, rk = ARGV[2], ARGV[3]
+local ob
+if kind == 'c' then ob = redis.call('HGET', P .. 'c:' .. rk, 'ob')
+else ob = redis.call('HGET', P .. 'tomb', rk) end
+if ob then return {'held', ob} end
+if isRetired(kind, rk, layout(ARGV[4], ARGV[5], ARGV[6], false)) then return {'retired'} end
+return {}
+`)
+
+// statsScript: ARGV P, ttl ms, the retired-id set's capacity. Returns the
+// count of each state (in task.States order), the contexts, evicted,
+// expired, violations, retired ids, the set's capacity.
 var statsScript = redis.NewScript(prelude + `
 local t = clock()
 local cut = t - tonumber(ARGV[2]) * 1000
@@ -256,8 +341,9 @@ redis.call('ZREMRANGEBYSCORE', P .. 'cx', '-inf', cut)
 local out = {}
 for _, s in ipairs(STATES) do table.insert(out, redis.call('ZCARD', P .. 's:' .. s)) end
 table.insert(out, redis.call('ZCARD', P .. 'cx'))
-local c = redis.call('HMGET', P .. 'stats', 'evicted', 'expired', 'violations')
-for i = 1, 3 do table.insert(out, tonumber(c[i]) or 0) end
+local c = redis.call('HMGET', P .. 'stats', 'evicted', 'expired', 'violations', 'retired')
+for i = 1, 4 do table.insert(out, tonumber(c[i]) or 0) end
+table.insert(out, tonumber(redis.call('HGET', P .. 'rlayout', 'cap') or ARGV[3]))
 return out
 `)
 

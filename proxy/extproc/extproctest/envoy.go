@@ -9,7 +9,10 @@
 // mutations, CONTINUE_AND_REPLACE, ImmediateResponse, mode_override (only in
 // answers to headers, only with allow_mode_override), the content-length
 // check on a replaced BUFFERED body, and a stream error answered 500
-// (failure_mode_allow: false).
+// (failure_mode_allow: false). Its router reads requests as Envoy's does by
+// default — the raw :path and the :authority as sent — or, with Normalize,
+// after the connection manager's normalisation (Routing); a route's Name
+// reaches the processor as Envoy's per-route grpc_initial_metadata sends it.
 package extproctest
 
 import (
@@ -29,17 +32,26 @@ import (
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/structpb"
 )
 
-// Route sends requests whose path starts with Prefix to Upstream, with the
-// prefix replaced by the upstream's own path (Envoy's prefix_rewrite), as
-// writ maps an agent's route onto its upstream.
+// Route sends requests under Prefix to Upstream, with the prefix replaced by
+// the upstream's own path (Envoy's prefix_rewrite), as writ maps an agent's
+// route onto its upstream. Prefix matches as Envoy's path_separated_prefix
+// (the prefix itself, or the prefix and then '/'; "/" matches every path) on
+// the raw path, as deploy/envoy routes an agent.
 type Route struct {
-	// Hosts are the virtual host's domains (exact, or "*.suffix"); empty:
-	// any host. A route whose hosts match the request is preferred.
-	Hosts    []string
-	Prefix   string
+	// Hosts are the virtual host's domains (exact, or "*.suffix"), matched
+	// without regard to case or port (the shipped files list "host" and
+	// "host:*"); empty: any host. A route whose hosts match the request is
+	// preferred.
+	Hosts  []string
+	Prefix string
+	// Name, when set, is the agent the route names to writ: Envoy sends it
+	// as the writ-agent entry of the stream's initial metadata
+	// (ExtProcPerRoute.overrides.grpc_initial_metadata).
+	Name     string
 	Upstream string
 }
 
@@ -70,8 +82,8 @@ var Chunkings = []Chunking{
 type Envoy struct {
 	Client extprocv3.ExternalProcessorClient
 	Routes []Route
-	// HTTP carries the forwarded requests (nil: a client without proxy or
-	// redirects).
+	// HTTP carries the forwarded requests (nil: a client without proxy,
+	// redirects or compression of its own, as Envoy's router).
 	HTTP *http.Client
 
 	// RequestBodyMode and ResponseBodyMode are the configured
@@ -96,13 +108,20 @@ type Envoy struct {
 	Metadata func(*http.Request) *corev3.Metadata
 	// Attributes adds request attributes (source.address is always sent).
 	Attributes func(*http.Request) map[string]*structpb.Value
+	// Normalize: the connection manager normalises requests as
+	// deploy/envoy's files set it (normalize_path, merge_slashes,
+	// path_with_escaped_slashes_action: REJECT_REQUEST,
+	// strip_trailing_host_dot) before any filter or the router sees them.
+	Normalize bool
 }
 
 func (e *Envoy) client() *http.Client {
 	if e.HTTP != nil {
 		return e.HTTP
 	}
-	return &http.Client{Transport: &http.Transport{Proxy: nil},
+	// Envoy's router neither asks the agent for a coding nor decodes one:
+	// the request goes with the headers it has, the answer comes as sent.
+	return &http.Client{Transport: &http.Transport{Proxy: nil, DisableCompression: true},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
@@ -209,6 +228,7 @@ type exchange struct {
 	first             bool
 	wrote             bool // the answer's head went to the client
 	reqMode, respMode modev3.ProcessingMode_BodySendMode
+	routed            Routed
 }
 
 var errImmediate = errors.New("immediate response sent")
@@ -258,15 +278,26 @@ func failed(w http.ResponseWriter, err error) {
 
 // ServeHTTP serves one client request through the processor and the agent.
 func (e *Envoy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rd := e.Routing(r.Host, r.RequestURI)
+	if rd.Rejected {
+		// The connection manager's own answer: no filter sees the request.
+		w.Header().Set("X-Test-Details", "path_normalization_failed")
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	stream, err := e.Client.Process(ctx)
+	pctx := ctx
+	if rd.Route != nil && rd.Route.Name != "" {
+		pctx = metadata.AppendToOutgoingContext(ctx, RouteKey, rd.Route.Name)
+	}
+	stream, err := e.Client.Process(pctx)
 	if err != nil {
 		failed(w, err)
 		return
 	}
 	defer func() { _ = stream.CloseSend() }()
-	x := &exchange{e: e, stream: stream, w: w, first: true}
+	x := &exchange{e: e, stream: stream, w: w, first: true, routed: rd}
 	x.reqMode, x.respMode = e.modes()
 	if err := x.serve(ctx, r); err != nil && !errors.Is(err, errImmediate) {
 		if x.wrote {
@@ -286,7 +317,7 @@ func (x *exchange) serve(ctx context.Context, r *http.Request) error {
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	reqH := headerList{{":authority", r.Host}, {":path", r.URL.RequestURI()}, {":method", r.Method}, {":scheme", scheme}}
+	reqH := headerList{{":authority", x.routed.Authority}, {":path", x.routed.Target}, {":method", r.Method}, {":scheme", scheme}}
 	keys := make([]string, 0, len(r.Header))
 	for k := range r.Header {
 		keys = append(keys, k)
@@ -381,17 +412,51 @@ func mutate(m *extprocv3.BodyMutation, body []byte) []byte {
 	return body
 }
 
-// route finds the upstream URL for a request: the routes of the virtual
-// hosts matching its host (else those with no hosts), then the longest prefix.
-func (e *Envoy) route(host, path string) (string, bool) {
+// RouteKey is the gRPC metadata key that names a route's agent to writ
+// (envoyreq.RouteKey; spelled out so that this Envoy depends on nothing of
+// writ's).
+const RouteKey = "writ-agent"
+
+// Routed is a request as the connection manager hands it to the filters and
+// the router: its :authority and :path (normalised with Normalize), and the
+// route chosen for it then (nil: none; the router answers 404). Envoy picks
+// the route once, before ext_proc runs, and keeps it: writ's header
+// mutations never clear the route cache.
+type Routed struct {
+	Authority, Target string
+	Route             *Route
+	// Rejected: normalisation refused the request (an escaped slash), 400.
+	Rejected bool
+}
+
+// Routing is what this Envoy makes of a request for authority and target
+// (the request target as sent), as its router would: the routes of the
+// virtual hosts whose domains match the host (else those with no hosts),
+// then the longest path-separated prefix of the raw path. Without
+// Normalize, "/%6Byc/" is not under "/kyc" and "kyc.example." is not
+// kyc.example, as in an Envoy that does not normalise.
+func (e *Envoy) Routing(authority, target string) Routed {
+	rd := Routed{Authority: authority, Target: target}
+	if e.Normalize {
+		var ok bool
+		if rd.Target, ok = normalizeTarget(target); !ok {
+			return Routed{Rejected: true}
+		}
+		if h, p, err := net.SplitHostPort(authority); err == nil {
+			rd.Authority = net.JoinHostPort(strings.TrimSuffix(h, "."), p)
+		} else {
+			rd.Authority = strings.TrimSuffix(authority, ".")
+		}
+	}
+	host := rd.Authority
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	host = strings.ToLower(host)
+	host = strings.ToLower(host) // Envoy matches domains without regard to case
 	matches := func(rt Route) bool {
 		for _, d := range rt.Hosts {
 			d = strings.ToLower(d)
-			if d == host || (strings.HasPrefix(d, "*.") && strings.HasSuffix(host, d[1:])) {
+			if d == host || (strings.HasPrefix(d, "*.") && strings.HasSuffix(host, d[1:]) && len(host) > len(d)-1) {
 				return true
 			}
 		}
@@ -401,19 +466,87 @@ func (e *Envoy) route(host, path string) (string, bool) {
 	for _, rt := range e.Routes {
 		named = named || matches(rt)
 	}
+	path, _, _ := strings.Cut(rd.Target, "?")
 	best := -1
 	for i, rt := range e.Routes {
 		if named != matches(rt) || (!named && len(rt.Hosts) > 0) {
 			continue
 		}
-		if strings.HasPrefix(path, rt.Prefix) && (best < 0 || len(rt.Prefix) > len(e.Routes[best].Prefix)) {
+		p := strings.TrimSuffix(rt.Prefix, "/")
+		if (p == "" || path == p || strings.HasPrefix(path, p+"/")) && (best < 0 || len(rt.Prefix) > len(e.Routes[best].Prefix)) {
 			best = i
 		}
 	}
-	if best < 0 {
+	if best >= 0 {
+		rd.Route = &e.Routes[best]
+	}
+	return rd
+}
+
+// normalizeTarget is the connection manager's normalisation of a request
+// target: an escaped slash (%2F, %5C) is refused (REJECT_REQUEST); then
+// normalize_path (RFC 3986: percent-encoded unreserved characters decoded,
+// other escapes upper-cased, '\' read as '/', dot segments removed); then
+// merge_slashes. The query is left as sent.
+func normalizeTarget(target string) (string, bool) {
+	path, query, hasQuery := strings.Cut(target, "?")
+	if l := strings.ToLower(path); strings.Contains(l, "%2f") || strings.Contains(l, "%5c") {
 		return "", false
 	}
-	rt := e.Routes[best]
+	var b strings.Builder
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		if c == '%' && i+2 < len(path) {
+			if v, err := strconv.ParseUint(path[i+1:i+3], 16, 8); err == nil {
+				if ch := byte(v); ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || strings.IndexByte("-._~", ch) >= 0 {
+					b.WriteByte(ch)
+				} else {
+					b.WriteString(strings.ToUpper(path[i : i+3]))
+				}
+				i += 2
+				continue
+			}
+		}
+		if c == '\\' {
+			c = '/'
+		}
+		b.WriteByte(c)
+	}
+	path = removeDotSegments(b.String())
+	for strings.Contains(path, "//") {
+		path = strings.ReplaceAll(path, "//", "/")
+	}
+	if hasQuery {
+		path += "?" + query
+	}
+	return path, true
+}
+
+// removeDotSegments is RFC 3986 §5.2.4 for an absolute path.
+func removeDotSegments(p string) string {
+	segs := strings.Split(p, "/")
+	var out []string
+	for i := 1; i < len(segs); i++ {
+		last := i == len(segs)-1
+		switch segs[i] {
+		case ".":
+		case "..":
+			if len(out) > 0 {
+				out = out[:len(out)-1]
+			}
+		default:
+			out = append(out, segs[i])
+			continue
+		}
+		if last {
+			out = append(out, "")
+		}
+	}
+	return "/" + strings.Join(out, "/")
+}
+
+// upstream is the URL the route sends path to.
+func (rt *Route) upstream(path string) (string, bool) {
 	u, err := url.Parse(rt.Upstream)
 	if err != nil {
 		return "", false
@@ -430,7 +563,11 @@ func (x *exchange) forward(ctx context.Context, reqH headerList, body []byte) er
 	e := x.e
 	target := reqH.get(":path")
 	path, query, _ := strings.Cut(target, "?")
-	u, ok := e.route(reqH.get(":authority"), path)
+	if x.routed.Route == nil {
+		x.w.WriteHeader(http.StatusNotFound)
+		return nil
+	}
+	u, ok := x.routed.Route.upstream(path)
 	if !ok {
 		x.w.WriteHeader(http.StatusNotFound)
 		return nil

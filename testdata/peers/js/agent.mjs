@@ -24,10 +24,10 @@
 // Serves JSON-RPC at POST /, HTTP+JSON (REST) at the 1.0 paths (/message:send, ...),
 // the card at /.well-known/agent-card.json (its interfaces advertise --card-url, by
 // default this server), and GET /_writ/requests: the requests received so far (the
-// last 1000; {method, path, header, caller, taskId, tenant}; tenant is the one
-// the SDK handed the request handler: params.tenant, else the call context's).
-// legacyCompat is off: requests without `A2A-Version: 1.0` are refused with
-// -32009.
+// last 1000; {method, path, header, caller, callerAgentId, taskId, tenant}; tenant
+// is the one the SDK handed the request handler: params.tenant, else the call
+// context's). legacyCompat is off: requests without `A2A-Version: 1.0` are
+// refused with -32009.
 //
 // Binds 127.0.0.1 only. Prints exactly one line, `READY <port>`, to stdout once
 // listening. Exits on SIGTERM/SIGINT, and when stdin closes (so a test that dies does
@@ -139,6 +139,9 @@ function record(req) {
     (header[req.rawHeaders[i]] ||= []).push(req.rawHeaders[i + 1]);
   }
   const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '', tenant: '' };
+  // The caller's agent id as this server reads it: Node decodes header bytes as
+  // Latin-1, so only an ASCII header reads as writ wrote it.
+  try { o.callerAgentId = JSON.parse(o.caller).agent_id ?? ''; } catch { o.callerAgentId = ''; }
   seen.push(o);
   if (seen.length > MAX_SEEN) seen.shift();
   return o;

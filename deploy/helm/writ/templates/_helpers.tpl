@@ -71,6 +71,9 @@ merged last.
 {{- end -}}
 {{- if $paths }}{{ $_ := set $c "policies" $paths }}{{ end -}}
 {{- $c = mergeOverwrite $c (deepCopy $v.writ.config) -}}
+{{- if $v.secrets.adminToken -}}
+{{- $_ := set $c "admin_token_file" "/etc/writ/secrets/admin/token" -}}
+{{- end -}}
 {{- if $v.secrets.redisPassword -}}
 {{- $store := get $c "store" -}}
 {{- $redis := get $store "redis" | default dict -}}
@@ -94,6 +97,9 @@ merged last.
 {{- end }}
 {{- if .Values.secrets.redisPassword }}
 - {name: writ-redis, mountPath: /etc/writ/secrets/redis, readOnly: true}
+{{- end }}
+{{- if .Values.secrets.adminToken }}
+- {name: writ-admin-token, mountPath: /etc/writ/secrets/admin, readOnly: true}
 {{- end }}
 {{- end -}}
 

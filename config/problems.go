@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -74,6 +75,9 @@ func (pos positions) line(key string) int {
 type problems struct {
 	pos  positions
 	list []Problem
+	// root is the type of the document being read (Config, STS): where an
+	// unknown key's hint looks for a key of that name.
+	root reflect.Type
 }
 
 func (ps *problems) add(key, format string, args ...any) {

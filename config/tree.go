@@ -60,7 +60,7 @@ func shapeCheck(n *yaml.Node, t reflect.Type, path string, ps *problems) {
 			ps.pos[key] = k.Line
 			f, ok := fields[k.Value]
 			if !ok {
-				ps.add(key, "unknown key%s", suggest(k.Value, t, path))
+				ps.add(key, "unknown key%s", suggest(k.Value, t, path, ps.root))
 				continue
 			}
 			shapeCheck(v, f.Type, key, ps)
@@ -173,8 +173,9 @@ func keysOf(t reflect.Type) []string {
 }
 
 // suggest is the hint after "unknown key": the key this one is most likely
-// a misspelling of at its level, else where a key of that name belongs.
-func suggest(key string, t reflect.Type, path string) string {
+// a misspelling of at its level, else where a key of that name belongs in
+// the document whose type is root.
+func suggest(key string, t reflect.Type, path string, root reflect.Type) string {
 	lower := strings.ToLower(key)
 	best, bestD := "", 0
 	for _, k := range keysOf(t) {
@@ -189,7 +190,7 @@ func suggest(key string, t reflect.Type, path string) string {
 	if best != "" {
 		return fmt.Sprintf(" (did you mean %s?)", best)
 	}
-	if where := findKey(reflect.TypeOf(Config{}), "", key, 0); len(where) > 0 {
+	if where := findKey(root, "", key, 0); len(where) > 0 {
 		return fmt.Sprintf(" (did you mean %s?)", strings.Join(where, " or "))
 	}
 	if len(keysOf(t)) <= 12 {
@@ -317,9 +318,10 @@ func validEnvName(s string) bool {
 	return true
 }
 
-// decodeTree reads raw into c: the node tree, ${ENV} expanded, checked for
+// decodeTree reads raw into out (a pointer to the document's struct: writ.yaml's
+// Config, sts.yaml's STS): the node tree, ${ENV} expanded, checked for
 // shape, then decoded. pos gets every key's line.
-func decodeTree(raw []byte, c *Config, ps *problems) {
+func decodeTree(raw []byte, out any, ps *problems) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		ps.list = append(ps.list, Problem{Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
@@ -329,11 +331,12 @@ func decodeTree(raw []byte, c *Config, ps *problems) {
 		return // an empty file: every default
 	}
 	expandEnv(&doc, "", ps, os.LookupEnv)
-	shapeCheck(doc.Content[0], reflect.TypeOf(*c), "", ps)
+	ps.root = reflect.TypeOf(out).Elem()
+	shapeCheck(doc.Content[0], ps.root, "", ps)
 	if len(ps.list) > 0 {
 		return
 	}
-	if err := doc.Decode(c); err != nil {
+	if err := doc.Decode(out); err != nil {
 		// The shape check should have named it; never a Go type regardless.
 		ps.list = append(ps.list, Problem{Msg: "cannot read the file: " + goTypeFree(err.Error())})
 	}

@@ -133,6 +133,40 @@ type Push struct {
 	Latency time.Duration
 }
 
+// Exchange outcomes, as Exchange.Outcome.
+const (
+	ExchangeIssued   = "issued"    // the STS issued a new token
+	ExchangeCacheHit = "cache_hit" // a cached token was still good
+	ExchangeFailed   = "failed"    // no token: the STS failed, refused, or answered what writ refuses
+)
+
+// Exchange is one outbound token obtained, or not, by RFC 8693 token
+// exchange at an STS (egress). It never holds a token or a claim.
+type Exchange struct {
+	Time time.Time
+	// Audience is the target the token was asked for.
+	Audience string
+	Outcome  string
+	// Shared marks a caller that waited for another caller's exchange of
+	// the same token (one STS call for concurrent misses).
+	Shared bool
+	// Error is a short, stable kind when Outcome is ExchangeFailed:
+	// "unavailable", "timeout", "refused:<RFC 6749 code>", "invalid_answer",
+	// "wrong_audience", "wrong_issuer", "expired", "bad_signature",
+	// "actor_credential", "invalid_request".
+	Error string
+	// Latency is the time the exchange took (a cache hit's: the lookup).
+	Latency time.Duration
+}
+
+// ExchangeSink receives exchange events. It is separate from Sink so that an
+// observer that does not count exchanges need not know them: the Bus passes
+// exchange events to the subscribed sinks that implement it. The same rules
+// as Sink's hold: safe for concurrent use, fast, never blocking.
+type ExchangeSink interface {
+	Exchanged(Exchange)
+}
+
 // Sink receives events. Implementations must be safe for concurrent use, fast,
 // and must not block: they are called on the request path (queue anything slow).
 type Sink interface {
@@ -202,6 +236,17 @@ func (b *Bus) Pushed(e Push) {
 	}
 }
 
+var _ ExchangeSink = (*Bus)(nil)
+
+// Exchanged implements ExchangeSink: the sinks that implement it get e.
+func (b *Bus) Exchanged(e Exchange) {
+	for _, s := range b.list() {
+		if x, ok := s.(ExchangeSink); ok {
+			x.Exchanged(e)
+		}
+	}
+}
+
 // Nop is a Sink that ignores every event; embed it to implement part of Sink.
 type Nop struct{}
 
@@ -216,3 +261,6 @@ func (Nop) TaskChanged(Task) {}
 
 // Pushed implements Sink.
 func (Nop) Pushed(Push) {}
+
+// Exchanged implements ExchangeSink.
+func (Nop) Exchanged(Exchange) {}

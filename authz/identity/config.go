@@ -48,7 +48,7 @@ var asymmetric = map[string]jose.SignatureAlgorithm{
 }
 
 // withDefaults checks the settings that need no file and fills in defaults.
-func withDefaults(c Config) (Config, error) {
+func withDefaults(c Config, o options) (Config, error) {
 	switch {
 	case c.MaxChainDepth < 0:
 		return c, errors.New("identity.max_chain_depth: must not be negative")
@@ -64,13 +64,13 @@ func withDefaults(c Config) (Config, error) {
 	seen := make(map[string]int, len(c.JWT))
 	issuers := make([]IssuerConfig, len(c.JWT))
 	for i, ic := range c.JWT {
-		key := fmt.Sprintf("identity.jwt[%d]", i)
-		ic, err := issuerDefaults(ic, key)
+		key := fmt.Sprintf("%s[%d]", o.prefix, i)
+		ic, err := issuerDefaults(ic, key, len(o.keys[ic.Issuer]) > 0)
 		if err != nil {
 			return c, err
 		}
 		if j, dup := seen[ic.Issuer]; dup {
-			return c, fmt.Errorf("%s.issuer: %q is already configured in identity.jwt[%d]", key, ic.Issuer, j)
+			return c, fmt.Errorf("%s.issuer: %q is already configured in %s[%d]", key, ic.Issuer, o.prefix, j)
 		}
 		seen[ic.Issuer] = i
 		issuers[i] = ic
@@ -84,7 +84,9 @@ func withDefaults(c Config) (Config, error) {
 	return c, nil
 }
 
-func issuerDefaults(ic IssuerConfig, key string) (IssuerConfig, error) {
+// issuerDefaults checks one issuer and fills in its defaults; codeKeys says
+// its keys were given in code (WithIssuerKeys), not by file or URL.
+func issuerDefaults(ic IssuerConfig, key string, codeKeys bool) (IssuerConfig, error) {
 	if ic.Issuer == "" {
 		return ic, fmt.Errorf("%s.issuer: required", key)
 	}
@@ -97,6 +99,9 @@ func issuerDefaults(ic IssuerConfig, key string) (IssuerConfig, error) {
 		}
 	}
 	switch {
+	case codeKeys && (ic.JWKSFile != "" || ic.JWKSURL != ""):
+		return ic, fmt.Errorf("%s: its keys are given by the program; set neither jwks_file nor jwks_url", key)
+	case codeKeys:
 	case ic.JWKSFile != "" && ic.JWKSURL != "":
 		return ic, fmt.Errorf("%s: set one of jwks_file and jwks_url, not both", key)
 	case ic.JWKSFile == "" && ic.JWKSURL == "":

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+
 	"github.com/writ-authz/writ/authz/internal/segcache"
 )
 
@@ -26,8 +28,9 @@ const (
 	MethodAnonymous = "anonymous"
 )
 
-// Sentinel errors. Identify wraps exactly one of them, so callers can map a failure to
-// a stable reason with errors.Is; the wrapped text says what was wrong, never the token.
+// Sentinel errors. Identify wraps exactly one of them (ErrTokenInvalid perhaps
+// with one of its refinements below), so callers can map a failure to a stable
+// reason with errors.Is; the wrapped text says what was wrong, never the token.
 var (
 	ErrTokenInvalid     = errors.New("identity: invalid token")
 	ErrTokenExpired     = errors.New("identity: token expired")
@@ -38,6 +41,15 @@ var (
 	ErrChainTooDeep     = errors.New("identity: delegation chain too deep")
 	ErrClaimType        = errors.New("identity: claim has the wrong type or value")
 	ErrCertificate      = errors.New("identity: client certificate not accepted")
+)
+
+// Refinements of ErrTokenInvalid: a token whose signature does not verify,
+// or whose aud names none of the issuer's audiences, fails with an error that
+// wraps ErrTokenInvalid and one of these, for a caller that must say which
+// (the STS's refusals).
+var (
+	ErrBadSignature     = errors.New("signature does not verify")
+	ErrAudienceRejected = errors.New("audience not accepted")
 )
 
 // Caller is who authenticated, never what a header claims. Its JSON names are those of
@@ -151,18 +163,44 @@ func New(cfg Config, opts ...Option) (*Resolver, error) { return newResolver(cfg
 // Option adjusts a Resolver.
 type Option func(*options)
 
-type options struct{ client *http.Client }
+type options struct {
+	client *http.Client
+	// keys are issuers' keys given in code, by issuer (WithIssuerKeys).
+	keys map[string][]jose.JSONWebKey
+	// prefix names the issuers' list in errors ("identity.jwt").
+	prefix string
+}
 
 // WithHTTPClient fetches every JWKS URL with c instead of the default client (a
 // 10s timeout, redirects to https only).
 func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.client = c } }
 
+// WithIssuerKeys gives the public keys of the configured issuer named issuer
+// in code, for an issuer whose keys the program holds itself (the STS
+// verifying the tokens it issued): that issuer then has neither jwks_file nor
+// jwks_url. Private keys are reduced to their public halves.
+func WithIssuerKeys(issuer string, keys []jose.JSONWebKey) Option {
+	return func(o *options) {
+		if o.keys == nil {
+			o.keys = map[string][]jose.JSONWebKey{}
+		}
+		for _, k := range keys {
+			o.keys[issuer] = append(o.keys[issuer], k.Public())
+		}
+	}
+}
+
+// WithConfigKey names the list of issuers in error messages (default
+// "identity.jwt"), for a configuration that keeps its issuers elsewhere
+// (sts.yaml's subject_issuers).
+func WithConfigKey(key string) Option { return func(o *options) { o.prefix = key } }
+
 func newResolver(cfg Config, now func() time.Time, opts ...Option) (*Resolver, error) {
-	o := options{client: &http.Client{Timeout: defaultHTTPTimeout, CheckRedirect: httpsRedirectsOnly}}
+	o := options{client: &http.Client{Timeout: defaultHTTPTimeout, CheckRedirect: httpsRedirectsOnly}, prefix: "identity.jwt"}
 	for _, f := range opts {
 		f(&o)
 	}
-	cfg, err := withDefaults(cfg)
+	cfg, err := withDefaults(cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +215,7 @@ func newResolver(cfg Config, now func() time.Time, opts ...Option) (*Resolver, e
 		return nil, fmt.Errorf("identity.token_cache_size: %w", err)
 	}
 	for i, ic := range cfg.JWT {
-		iss, err := newIssuer(ic, fmt.Sprintf("identity.jwt[%d]", i), now, r.bg, o.client)
+		iss, err := newIssuer(ic, fmt.Sprintf("%s[%d]", o.prefix, i), now, r.bg, o.client, o.keys[ic.Issuer])
 		if err != nil {
 			return nil, err
 		}
@@ -228,6 +266,52 @@ func (r *Resolver) Identify(_ context.Context, c Credentials) (Caller, error) {
 	return Anonymous(), nil
 }
 
+// VerifyToken verifies a JWT (JWS compact form) against the configured
+// issuers exactly as Identify verifies a bearer token, through the same
+// cache, and returns its caller. It is for a token that arrives otherwise
+// than in an Authorization header (an RFC 8693 subject or actor token);
+// anything that is not a JWT fails with ErrTokenInvalid. Failures return
+// Anonymous() and wrap one of the sentinel errors.
+func (r *Resolver) VerifyToken(tok string) (Caller, error) {
+	switch {
+	case tok == "":
+		return Anonymous(), fmt.Errorf("%w: empty token", ErrTokenInvalid)
+	case len(tok) > maxTokenBytes:
+		return Anonymous(), fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes)
+	case !looksLikeJWS(tok):
+		return Anonymous(), fmt.Errorf("%w: not a JWT", ErrTokenInvalid)
+	}
+	c, err := r.identifyBearer(tok)
+	if err != nil {
+		return Anonymous(), err
+	}
+	return c, nil
+}
+
+// VerifyFor verifies a JWT as VerifyToken does, except that its aud must
+// name audience, whatever the issuer's configured audiences are: for a
+// client that asked an issuer for a token for one audience (an RFC 8693
+// exchange) and checks that this is what it got. The result is not cached
+// (nor looked up in the cache), so a token accepted for one audience is never
+// accepted for another through it.
+func (r *Resolver) VerifyFor(tok, audience string) (Caller, error) {
+	switch {
+	case audience == "":
+		return Anonymous(), fmt.Errorf("%w: %w: no audience to verify the token for", ErrTokenInvalid, ErrAudienceRejected)
+	case tok == "":
+		return Anonymous(), fmt.Errorf("%w: empty token", ErrTokenInvalid)
+	case len(tok) > maxTokenBytes:
+		return Anonymous(), fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes)
+	case !looksLikeJWS(tok):
+		return Anonymous(), fmt.Errorf("%w: not a JWT", ErrTokenInvalid)
+	}
+	c, err := r.verifyJWT(tok, r.now(), []string{audience})
+	if err != nil {
+		return Anonymous(), err
+	}
+	return c, nil
+}
+
 // CredentialHeaders are the request headers Identify reads: who the caller is
 // depends on them (and so does every decision).
 var CredentialHeaders = []string{"Authorization"}
@@ -271,7 +355,7 @@ func (r *Resolver) identifyBearer(tok string) (Caller, error) {
 	}
 	if looksLikeJWS(tok) {
 		r.misses.Add(1)
-		c, err := r.verifyJWT(tok, now)
+		c, err := r.verifyJWT(tok, now, nil)
 		if err != nil {
 			return Caller{}, err
 		}

@@ -35,11 +35,16 @@ type jwtIssuer struct {
 	audienceVerified bool
 }
 
-func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client) (*jwtIssuer, error) {
+func newIssuer(ic IssuerConfig, key string, now func() time.Time, bg *background, client *http.Client, codeKeys []jose.JSONWebKey) (*jwtIssuer, error) {
 	iss := claimMapping(ic)
 	iss.key = key
 	for _, a := range ic.Algorithms {
 		iss.algs = append(iss.algs, asymmetric[a])
+	}
+	if len(codeKeys) > 0 {
+		iss.keys = &keySet{}
+		iss.keys.cur.Store(&keySnapshot{keys: codeKeys, fetched: now()})
+		return iss, nil
 	}
 	if ic.JWKSFile != "" {
 		ks, err := loadKeyFile(ic.JWKSFile, now())
@@ -96,7 +101,7 @@ func (r *Resolver) VerifiedClaims(claims map[string]any) (Caller, error) {
 		iss = claimMapping(IssuerConfig{Issuer: name, Leeway: defaultLeeway, TenantClaim: "tenant"})
 		iss.audienceVerified = true
 	}
-	c, err := iss.caller(claims, r.now(), r.maxDepth)
+	c, err := iss.caller(claims, r.now(), r.maxDepth, nil)
 	if err != nil {
 		return Anonymous(), err
 	}
@@ -144,7 +149,8 @@ func looksLikeJWS(tok string) bool {
 // verifyJWT verifies a compact JWS and turns its claims into a Caller. The order
 // matters: the issuer is found from the unverified iss only to pick its keys and
 // algorithms; nothing from the payload is believed before the signature verifies.
-func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
+// audiences, when not nil, replace the issuer's configured audiences.
+func (r *Resolver) verifyJWT(tok string, now time.Time, audiences []string) (Caller, error) {
 	head, rest, _ := strings.Cut(tok, ".")
 	body, sig, _ := strings.Cut(rest, ".")
 	// go-jose decodes the header and signature leniently: they are checked
@@ -209,13 +215,13 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 		}
 	}
 	if payload == nil {
-		return Caller{}, fmt.Errorf("%w: signature does not verify (kid %q)", ErrTokenInvalid, trunc(hdr.KeyID))
+		return Caller{}, fmt.Errorf("%w: %w (kid %q)", ErrTokenInvalid, ErrBadSignature, trunc(hdr.KeyID))
 	}
 	var claims map[string]any
 	if err := json.Unmarshal(payload, &claims); err != nil || claims == nil {
 		return Caller{}, fmt.Errorf("%w: claims are not a JSON object", ErrTokenInvalid)
 	}
-	c, err := iss.caller(claims, now, r.maxDepth)
+	c, err := iss.caller(claims, now, r.maxDepth, audiences)
 	if err != nil {
 		return Caller{}, err
 	}
@@ -225,13 +231,19 @@ func (r *Resolver) verifyJWT(tok string, now time.Time) (Caller, error) {
 	return c, nil
 }
 
-// caller checks verified claims and maps them to a Caller.
-func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int) (Caller, error) {
+// caller checks verified claims and maps them to a Caller. audiences, when
+// not nil, are the accepted audiences instead of the issuer's own.
+func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int, audiences []string) (Caller, error) {
 	if s, _ := claims["iss"].(string); s != iss.name {
 		return Caller{}, fmt.Errorf("%w: iss changed after verification", ErrTokenInvalid)
 	}
-	if !iss.audienceVerified {
-		if err := iss.checkAudience(claims["aud"]); err != nil {
+	switch {
+	case audiences != nil:
+		if err := checkAudience(claims["aud"], audiences); err != nil {
+			return Caller{}, err
+		}
+	case !iss.audienceVerified:
+		if err := checkAudience(claims["aud"], iss.audiences); err != nil {
 			return Caller{}, err
 		}
 	}
@@ -270,7 +282,8 @@ func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int)
 	return c, nil
 }
 
-func (iss *jwtIssuer) checkAudience(v any) error {
+// checkAudience accepts an aud claim that names one of accepted.
+func checkAudience(v any, accepted []string) error {
 	var auds []string
 	switch a := v.(type) {
 	case nil:
@@ -289,13 +302,13 @@ func (iss *jwtIssuer) checkAudience(v any) error {
 		return fmt.Errorf("%w: aud is not a string or a list of strings", ErrClaimType)
 	}
 	for _, a := range auds {
-		for _, want := range iss.audiences {
+		for _, want := range accepted {
 			if a == want {
 				return nil
 			}
 		}
 	}
-	return fmt.Errorf("%w: audience not accepted", ErrTokenInvalid)
+	return fmt.Errorf("%w: %w", ErrTokenInvalid, ErrAudienceRejected)
 }
 
 // maxNumericDate is 9999-12-31: a later exp is a malformed token, not a long-lived one.

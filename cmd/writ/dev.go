@@ -68,7 +68,7 @@ func defaultDevDir() string {
 }
 
 func devToken(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("dev token", "writ dev token [-aud AUD] [-sub USER] [-agent AGENT] [-tenant T] [-scope 'S ...'] [-classification LEVEL] [-chain A,B] [-exp 1h] [-iss writ-dev] [-dir DIR]",
+	fs := newFlags("dev token", "writ dev token [-aud AUD] [-sub USER] [-agent AGENT] [-tenant T] [-scope 'S ...'] [-classification LEVEL] [-chain A,B] [-may-act A,B] [-exp 1h] [-iss writ-dev] [-dir DIR]",
 		"Signs a development JWT with the key in -dir and prints it. The shipped policy needs scope delegate\n"+
 			"for send, stream, cancel and push_config.set.")
 	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
@@ -80,6 +80,7 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 	scope := fs.String("scope", "delegate", "space-separated scopes (input.caller.scopes)")
 	class := fs.String("classification", "", "the classification claim: public, internal, confidential or restricted")
 	chain := fs.String("chain", "", "earlier hops of the delegation, oldest first, comma-separated (nested act claims)")
+	mayAct := fs.String("may-act", "", "the actors that may exchange the token at an STS, comma-separated (the RFC 8693 may_act claim)")
 	exp := fs.Duration("exp", time.Hour, "how long the token is valid")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
@@ -107,11 +108,8 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 	}
 	c := devidp.Caller{Agent: *agent, User: *sub, Tenant: *tenant, Classification: *class, Scope: *scope,
 		Expires: time.Now().Add(*exp)}
-	for _, hop := range strings.Split(*chain, ",") {
-		if hop = strings.TrimSpace(hop); hop != "" {
-			c.Chain = append(c.Chain, hop)
-		}
-	}
+	c.Chain = commaList(*chain)
+	c.MayAct = commaList(*mayAct)
 	claims := p.Claims(c)
 	if *tenant == "" {
 		delete(claims, "tenant")
@@ -153,4 +151,15 @@ func devJWKS(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// commaList is a comma-separated flag's non-empty items.
+func commaList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }

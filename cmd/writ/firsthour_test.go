@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 )
 
 // commands are writ's commands as a user types them.
-var commands = []string{"serve", "validate", "dev token", "dev jwks", "demo", "inspect", "eval", "policy test", "report", "version"}
+var commands = []string{"serve", "validate", "dev token", "dev jwks", "sts", "demo", "inspect", "eval", "policy test", "report", "version"}
 
 // TestHelpExitsZero: -h, -help and --help print the command's usage on
 // stdout and exit 0, for writ itself and every command.
@@ -65,7 +66,7 @@ func TestREADMEFlagSpelling(t *testing.T) {
 	for _, cmd := range commands {
 		known[cmd] = flagsOf(t, cmd)
 	}
-	cmdRE := regexp.MustCompile(`writ (dev token|dev jwks|policy test|serve|validate|demo|inspect|eval|report|version)\b([^\n` + "`" + `|]*)`)
+	cmdRE := regexp.MustCompile(`writ (dev token|dev jwks|policy test|serve|validate|sts|demo|inspect|eval|report|version)\b([^\n` + "`" + `|]*)`)
 	flagRE := regexp.MustCompile(`(?:^|[\s\[(])(-{1,2})([a-z][a-z-]*)`)
 	checked := 0
 	for _, m := range cmdRE.FindAllStringSubmatch(readme, -1) {
@@ -112,7 +113,7 @@ func TestDevIdentity(t *testing.T) {
 		t.Fatalf("jwks: %d %s", code, errOut)
 	}
 	code, out, errOut := runCLI(t, "", "dev", "token", "-dir", dir, "-aud", "my-agent", "-sub", "u-1", "-agent", "payments-investigator",
-		"-tenant", "wholesale", "-scope", "delegate read", "-classification", "confidential", "-chain", "root,orchestrator", "-exp", "10m")
+		"-tenant", "wholesale", "-scope", "delegate read", "-classification", "confidential", "-chain", "root,orchestrator", "-may-act", "agent-b, agent-c", "-exp", "10m")
 	if code != 0 {
 		t.Fatalf("token: %d %s", code, errOut)
 	}
@@ -128,6 +129,9 @@ func TestDevIdentity(t *testing.T) {
 		strings.Join(c.Scopes, " ") != "delegate read" || c.Classification != "confidential" ||
 		strings.Join(c.Chain, ",") != "root,orchestrator" {
 		t.Fatalf("%+v %v", c, err)
+	}
+	if ma, _ := c.Claims["may_act"].(map[string]any); fmt.Sprint(ma["sub"]) != "[agent-b agent-c]" {
+		t.Errorf("may_act = %v", c.Claims["may_act"])
 	}
 	if code, _, _ := runCLI(t, "", "dev", "token", "-dir", dir, "-exp", "-1m"); code != 2 {
 		t.Errorf("a negative expiry: exit %d", code)

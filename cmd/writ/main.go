@@ -31,6 +31,7 @@ Usage:
   writ validate [-config writ.yaml]       check a configuration: keys, identity sources, policies, agents
   writ dev token [-aud AUD] [-scope S]    sign a development token (writ dev token -h for its claims)
   writ dev jwks [-o FILE]                 the development key's JWKS, for identity.jwt[].jwks_file
+  writ sts [-config sts.yaml]             run the development and CI token exchange service (RFC 8693)
   writ demo [-serve]                      run writ in front of real demo agents through the whole scenario
   writ inspect -file req.http             show the internal request a policy sees (or the protocol error)
   writ eval -request req.http             one request through identity and the policy: input and decision
@@ -70,6 +71,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return reportCmd(args[1:], stdin, stdout, stderr)
 	case "dev":
 		return devCmd(args[1:], stdout, stderr)
+	case "sts":
+		return stsCmd(args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		fs := newFlags("version", "writ version", "Prints the module version, the commit and the build time.")
 		if done, code := parseFlags(fs, args[1:], stdout, stderr); done {

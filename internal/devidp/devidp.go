@@ -59,7 +59,17 @@ func Open(dir, issuer, audience string) (*Provider, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("devidp: %w", err)
 	}
-	path := filepath.Join(dir, KeyFile)
+	key, err := LoadOrCreateKey(filepath.Join(dir, KeyFile))
+	if err != nil {
+		return nil, err
+	}
+	return newProvider(dir, issuer, audience, key)
+}
+
+// LoadOrCreateKey reads the ES256 private key (a JWK) at path, or generates
+// one and writes it there (0600) when the file does not exist. Two first
+// uses at once keep one key. writ sts keeps its signing key this way.
+func LoadOrCreateKey(path string) (*ecdsa.PrivateKey, error) {
 	raw, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -80,7 +90,7 @@ func Open(dir, issuer, audience string) (*Provider, error) {
 			if err != nil {
 				return nil, fmt.Errorf("devidp: %w", err)
 			}
-			return newProvider(dir, issuer, audience, key)
+			return key, nil
 		}
 		if !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("devidp: %w", err)
@@ -100,7 +110,7 @@ func Open(dir, issuer, audience string) (*Provider, error) {
 	if !ok {
 		return nil, fmt.Errorf("devidp: %s: not an EC private key", path)
 	}
-	return newProvider(dir, issuer, audience, key)
+	return key, nil
 }
 
 // JWKS is the provider's public key set.
@@ -135,6 +145,9 @@ type Caller struct {
 	Scope string
 	// Chain lists the earlier hops, oldest first; Agent is the current actor.
 	Chain []string
+	// MayAct names the actors that may exchange the token (RFC 8693 may_act,
+	// {"sub": [...]}); none: no may_act claim.
+	MayAct []string
 	// Expires defaults to an hour from now.
 	Expires time.Time
 }
@@ -160,6 +173,13 @@ func (p *Provider) Claims(c Caller) map[string]any {
 		cur = next
 	}
 	claims["act"] = act
+	if len(c.MayAct) > 0 {
+		subs := make([]any, len(c.MayAct))
+		for i, a := range c.MayAct {
+			subs[i] = a
+		}
+		claims["may_act"] = map[string]any{"sub": subs}
+	}
 	return claims
 }
 

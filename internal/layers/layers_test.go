@@ -79,6 +79,16 @@ func TestImportGraph(t *testing.T) {
 		{"report", func(d string) bool {
 			return d == "task" || d == "events" || d == "config" || d == "decisionlog"
 		}, "an observer imports events, never the core"},
+		// The token machinery of egress: it verifies with identity and
+		// reports through events; the doors call it, never the reverse.
+		{"authz/exchange", func(d string) bool {
+			return d == "task" || d == "events" || d == "config" || d == "authz/identity" ||
+				d == "authz/internal/segcache" || d == "internal/jsonkeys"
+		}, "the exchange client sits on identity, config and events only"},
+		{"sts", func(d string) bool {
+			return d == "task" || d == "config" || d == "authz/identity" || d == "authz/internal/segcache" ||
+				d == "internal/jsonkeys" || d == "internal/devidp"
+		}, "the STS is identity and a signing key, never writ's core"},
 	}
 	for _, r := range rules {
 		deps, ok := all[r.pkg]

@@ -111,7 +111,7 @@ func (s *Server) exchange(st *state, req tokenRequest) (*tokenResponse, outcome,
 	if e := s.checkMayAct(st, subj, act); e != nil {
 		return nil, out, e
 	}
-	hops := chainOf(subj)
+	hops := chainOf(subj, act.id)
 	out.depth = len(hops) + 1
 	if e := s.checkChain(hops, sub, act); e != nil {
 		return nil, out, e
@@ -141,7 +141,7 @@ func (s *Server) exchange(st *state, req tokenRequest) (*tokenResponse, outcome,
 	out.txn = txn
 	claims := issuedClaims{Iss: st.issuer, Sub: sub, Aud: req.Target, ClientID: act.id, Scope: out.scope,
 		Tenant: subj.Tenant, Classification: class, Iat: now.Unix(), Nbf: now.Unix(), Exp: exp.Unix(),
-		Jti: randomID(), Txn: txn, Act: nextAct(act.id, subj)}
+		Jti: randomID(), Txn: txn, Act: nextAct(act.id, subj, hops)}
 	out.jti = claims.Jti
 	tok, err := s.key.sign(claims)
 	if err != nil {
@@ -316,11 +316,18 @@ func (s *Server) checkMayAct(st *state, subj identity.Caller, a actor) *Error {
 
 // chainOf is the subject token's actors, oldest first: none for a token
 // without act, else its earlier hops and its current actor.
-func chainOf(subj identity.Caller) []string {
-	if _, ok := subj.Claims["act"]; !ok {
-		return nil
+func chainOf(subj identity.Caller, actor string) []string {
+	if _, ok := subj.Claims["act"]; ok {
+		return append(slices.Clone(subj.Chain), subj.AgentID)
 	}
-	return append(slices.Clone(subj.Chain), subj.AgentID)
+	// Without act, the agent a token was issued to is its azp or client_id
+	// (writ's identity reads it so: the caller the actor's own writ saw). It
+	// is the chain's first hop — unless it is the actor itself, exchanging a
+	// token issued to it (the root of a chain), or the subject.
+	if sub, _ := subj.Claims["sub"].(string); subj.AgentID != "" && subj.AgentID != sub && subj.AgentID != actor {
+		return []string{subj.AgentID}
+	}
+	return nil
 }
 
 // checkChain refuses a cycle (the actor already in the chain, or the chain's
@@ -434,7 +441,7 @@ func randomID() string {
 // nextAct is the issued token's act: the actor with the authority the
 // subject token gave it (its scope, tenant and classification, under the
 // claim names of the top level), nesting the subject token's act.
-func nextAct(id string, subj identity.Caller) map[string]any {
+func nextAct(id string, subj identity.Caller, hops []string) map[string]any {
 	act := map[string]any{"sub": id}
 	if len(subj.Scopes) > 0 {
 		act["scope"] = strings.Join(subj.Scopes, " ")
@@ -447,6 +454,10 @@ func nextAct(id string, subj identity.Caller) map[string]any {
 	}
 	if prev, ok := subj.Claims["act"]; ok {
 		act["act"] = prev
+	} else if len(hops) == 1 {
+		// The agent the subject token was issued to (chainOf): the hop before
+		// the actor, so that the chain grows by exactly one.
+		act["act"] = map[string]any{"sub": hops[0]}
 	}
 	return act
 }

@@ -45,9 +45,12 @@ func TestExchangeNarrowsAndChains(t *testing.T) {
 			t.Errorf("first token's %s = %v, want %v", k, c1[k], v)
 		}
 	}
+	// The subject token was issued to web-ui (azp), the caller agent-a's own
+	// writ saw: the chain's first hop, nested under agent-a.
 	act1, _ := c1["act"].(map[string]any)
+	first, _ := act1["act"].(map[string]any)
 	if act1["sub"] != agentA || act1["scope"] != "read write pay" || act1["tenant"] != "t1" ||
-		act1["classification"] != "confidential" || act1["act"] != nil {
+		act1["classification"] != "confidential" || len(first) != 1 || first["sub"] != "web-ui" {
 		t.Errorf("first token's act = %v", c1["act"])
 	}
 	txn, _ := c1["txn"].(string)
@@ -83,7 +86,7 @@ func TestExchangeNarrowsAndChains(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if caller.AgentID != agentB || caller.UserID != "alice" || len(caller.Chain) != 1 || caller.Chain[0] != agentA ||
+	if caller.AgentID != agentB || caller.UserID != "alice" || strings.Join(caller.Chain, ",") != "web-ui,"+agentA ||
 		caller.Tenant != "t1" || caller.Classification != "internal" || strings.Join(caller.Scopes, " ") != "read" {
 		t.Errorf("identity reads %+v", caller)
 	}
@@ -483,5 +486,33 @@ func TestIssuerPathAndKeyFile(t *testing.T) {
 	}
 	if _, err := New(w.sts.cfg, nil); err == nil || !strings.Contains(err.Error(), "readable by others") {
 		t.Errorf("a world-readable key file: %v", err)
+	}
+}
+
+// TestChainGrowsByOneHop: the chain an exchange issues is the subject
+// token's plus the actor, exactly. A token without act names its agent in
+// azp (the caller the actor's own writ saw): that agent is the first hop.
+// The actor exchanging a token issued to itself (azp is the actor) starts
+// the chain: it is not its own predecessor.
+func TestChainGrowsByOneHop(t *testing.T) {
+	w := startSTS(t, nil)
+	for name, c := range map[string]struct {
+		azp  string
+		want []string // the issued token's act chain, outermost first
+	}{
+		"issued to another agent": {"orchestrator", []string{agentA, "orchestrator"}},
+		"issued to the actor":     {agentA, []string{agentA}},
+	} {
+		a := w.asA(t, exchangeForm(w.userToken(t, map[string]any{"azp": c.azp}), "agent:b", "read"))
+		if a.Status != http.StatusOK {
+			t.Fatalf("%s: %+v", name, a)
+		}
+		var got []string
+		for act, _ := claimsOf(t, a.AccessToken)["act"].(map[string]any); act != nil; act, _ = act["act"].(map[string]any) {
+			got = append(got, act["sub"].(string))
+		}
+		if strings.Join(got, " ") != strings.Join(c.want, " ") {
+			t.Errorf("%s: act chain %v, want %v", name, got, c.want)
+		}
 	}
 }

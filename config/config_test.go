@@ -116,7 +116,7 @@ func TestInvalid(t *testing.T) {
 			return s + "decision_log:\n  checkpoint_every: 1000001\n"
 		},
 		"decision_log.signing_key_file": func(s string) string { return s + "decision_log:\n  signing_key_file: ' '\n" },
-		"agents: at least one":                func(string) string { return "listen: 127.0.0.1:1\n" },
+		"agents: at least one":          func(string) string { return "listen: 127.0.0.1:1\n" },
 		"limits.max_referenced_tasks: must be from 1 to 256": func(s string) string {
 			return s + "limits:\n  max_referenced_tasks: -1\n"
 		},

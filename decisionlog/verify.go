@@ -52,6 +52,12 @@ type Sequence struct {
 	// whose earlier files are not given, lines before writ chained its log,
 	// signatures not checked).
 	Notes []string
+
+	// Where the sequence starts in the middle of a log (firstSeq > 0) and
+	// where it ends, to find a file missing between two sequences.
+	firstLog, lastLog string
+	firstSeq, lastSeq uint64
+	firstPos          Position
 }
 
 // Verification is what Verify found: the sequences it checked, and the
@@ -116,7 +122,25 @@ func Verify(paths []string, keys *Keys) (*Verification, error) {
 			return res, nil
 		}
 	}
+	res.Failure = gaps(res.Sequences)
 	return res, nil
+}
+
+// gaps finds a sequence that begins in the middle of a log another sequence
+// ends in: the files between them were not given.
+func gaps(seqs []Sequence) *Failure {
+	for _, b := range seqs {
+		if b.firstSeq == 0 {
+			continue
+		}
+		for _, a := range seqs {
+			if a.lastLog == b.firstLog && a.lastSeq < b.firstSeq {
+				return fail(b.firstPos, "log %s's files do not join: %s ends at seq %d and this file begins at seq %d: the file between them is missing (give it)",
+					b.firstLog, a.Files[len(a.Files)-1], a.lastSeq, b.firstSeq)
+			}
+		}
+	}
+	return nil
 }
 
 // logFile is one file given to Verify.
@@ -408,6 +432,7 @@ func (v *verifier) check(l *line) (*Failure, error) {
 		}
 		v.inLog, v.logID, v.want = true, f.logID, f.seq
 		v.seq.Logs = append(v.seq.Logs, f.logID)
+		v.seq.firstLog, v.seq.firstSeq, v.seq.firstPos = f.logID, f.seq, l.pos
 		v.note("%s begins in the middle of log %s (at seq %d): the file it continues (then named %q) is not given, and the lines before are not verified", l.pos.File, f.logID, f.seq, f.continues)
 		return v.kind(l)
 	}
@@ -553,6 +578,9 @@ func (v *verifier) note(format string, args ...any) {
 // finish notes what the end of the sequence leaves open.
 func (v *verifier) finish() {
 	s := v.seq
+	if v.inLog {
+		s.lastLog, s.lastSeq = v.logID, v.want-1
+	}
 	if s.LastCheckpointAt > 0 {
 		s.After = s.Lines - s.LastCheckpointAt
 	} else {

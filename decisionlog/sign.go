@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
@@ -78,7 +79,11 @@ func LoadSigner(path string) (*Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return newSigner(key)
+	s, err := newSigner(key)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
 }
 
 func newSigner(key any) (*Signer, error) {
@@ -91,6 +96,8 @@ func newSigner(key any) (*Signer, error) {
 			return nil, fmt.Errorf("an ECDSA key on %s: checkpoints are signed with P-256 (ES256) or Ed25519", k.Curve.Params().Name)
 		}
 		alg = jose.ES256
+	case *rsa.PrivateKey:
+		return nil, errors.New("an RSA key: checkpoints are signed with Ed25519 or ECDSA P-256")
 	default:
 		return nil, fmt.Errorf("a %T: checkpoints are signed with Ed25519 or ECDSA P-256", key)
 	}

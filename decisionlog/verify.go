@@ -48,6 +48,9 @@ type Sequence struct {
 	After            int
 	// Closed: the last line is writ's closing checkpoint.
 	Closed bool
+	// Failed: the Verification's Failure is in this sequence (its lines
+	// after the failure were not checked).
+	Failed bool
 	// Notes say what was not or could not be verified (the start of a log
 	// whose earlier files are not given, lines before writ chained its log,
 	// signatures not checked).
@@ -116,6 +119,7 @@ func Verify(paths []string, keys *Keys) (*Verification, error) {
 			return nil, err
 		}
 		v.finish()
+		v.seq.Failed = fail != nil
 		res.Sequences = append(res.Sequences, *v.seq)
 		if fail != nil {
 			res.Failure = fail
@@ -129,12 +133,14 @@ func Verify(paths []string, keys *Keys) (*Verification, error) {
 // gaps finds a sequence that begins in the middle of a log another sequence
 // ends in: the files between them were not given.
 func gaps(seqs []Sequence) *Failure {
-	for _, b := range seqs {
+	for i := range seqs {
+		b := &seqs[i]
 		if b.firstSeq == 0 {
 			continue
 		}
 		for _, a := range seqs {
 			if a.lastLog == b.firstLog && a.lastSeq < b.firstSeq {
+				b.Failed = true
 				return fail(b.firstPos, "log %s's files do not join: %s ends at seq %d and this file begins at seq %d: the file between them is missing (give it)",
 					b.firstLog, a.Files[len(a.Files)-1], a.lastSeq, b.firstSeq)
 			}

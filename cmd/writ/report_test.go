@@ -206,7 +206,7 @@ func TestReportChain(t *testing.T) {
 			Direction: events.DirectionEgress, ParentDecisionID: "a-in", Initiator: "analyst-7", Intermediaries: []string{"portal", "agent-a"}, Target: "agent-b"})
 	b := write("b.log",
 		events.Decision{Time: t0.Add(2 * time.Millisecond), ID: "b-in", Route: "agent-b", Operation: task.OpSend, ChainID: "txn-1",
-			Caller: events.Caller{Authenticated: true, AgentID: "agent-a", UserID: "analyst-7", Chain: []string{"portal"}},
+			Caller:  events.Caller{Authenticated: true, AgentID: "agent-a", UserID: "analyst-7", Chain: []string{"portal"}},
 			Denials: []task.Denial{{Code: "SCOPE_MISSING", Reason: "no payments:read"}}})
 	code, out, errOut := runCLI(t, "", "report", "-text", "-chain", "txn-1", b, a)
 	if code != 0 || !strings.Contains(out, "3 decision(s) (2 allowed, 1 denied)") ||

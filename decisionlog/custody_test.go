@@ -610,13 +610,14 @@ func TestKeyFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct{ text, want string }{
-		"rsa":       {pemOf("PRIVATE KEY", der(rsaKey)), "Ed25519 or ECDSA P-256"},
-		"p384":      {pemOf("PRIVATE KEY", der(p384)), "P-384"},
-		"encrypted": {pemOf("ENCRYPTED PRIVATE KEY", []byte("x")), "encrypted"},
-		"public":    {pemOf("PUBLIC KEY", []byte("x")), "not a private key"},
-		"not pem":   {"hello", "not a PEM file"},
-		"two":       {pemOf("PRIVATE KEY", der(p256)) + pemOf("PRIVATE KEY", der(p256)), "more than one"},
-		"sec1":      {pemOf("EC PRIVATE KEY", sec1), ""},
+		"rsa":                 {pemOf("PRIVATE KEY", der(rsaKey)), "Ed25519 or ECDSA P-256"},
+		"p384":                {pemOf("PRIVATE KEY", der(p384)), "P-384"},
+		"encrypted":           {pemOf("ENCRYPTED PRIVATE KEY", []byte("x")), "encrypted"},
+		"public":              {pemOf("PUBLIC KEY", []byte("x")), "not a private key"},
+		"not pem":             {"hello", "not a PEM file"},
+		"two":                 {pemOf("PRIVATE KEY", der(p256)) + pemOf("PRIVATE KEY", der(p256)), "more than one"},
+		"sec1":                {pemOf("EC PRIVATE KEY", sec1), ""},
+		"sec1 with the curve": {pemOf("EC PARAMETERS", []byte{0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07}) + pemOf("EC PRIVATE KEY", sec1), ""},
 	} {
 		path := filepath.Join(dir, name+".pem")
 		writeFile(t, path, c.text)

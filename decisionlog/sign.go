@@ -51,19 +51,31 @@ func (s *Signer) sign(payload []byte) (string, error) {
 
 // LoadSigner reads decision_log.signing_key_file: a PEM private key, Ed25519
 // or ECDSA P-256, in PKCS #8 ("PRIVATE KEY") or, for ECDSA, SEC 1 ("EC
-// PRIVATE KEY") form. Other keys (RSA, other curves, encrypted PEM) are
+// PRIVATE KEY", an "EC PARAMETERS" block before it ignored) form. Other keys (RSA, other curves, encrypted PEM) are
 // refused with the reason.
 func LoadSigner(path string) (*Signer, error) {
 	raw, err := readKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
-	block, rest := pem.Decode(raw)
+	// openssl ecparam -genkey writes the curve's parameters before the key:
+	// they are skipped (the key names its curve itself).
+	var block *pem.Block
+	for rest := raw; ; {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			break
+		}
+		if b.Type == "EC PARAMETERS" {
+			continue
+		}
+		if block != nil {
+			return nil, fmt.Errorf("%s: holds more than one PEM block; give the signing key alone", path)
+		}
+		block = b
+	}
 	if block == nil {
 		return nil, fmt.Errorf("%s: not a PEM file", path)
-	}
-	if len(bytes.TrimSpace(rest)) > 0 {
-		return nil, fmt.Errorf("%s: holds more than one PEM block; give the signing key alone", path)
 	}
 	var key any
 	switch block.Type {

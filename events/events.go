@@ -48,7 +48,7 @@ type Decision struct {
 	Time      time.Time
 	ID        string
 	Mode      string
-	Route     string // the protected agent's name
+	Route     string // the protected agent's name (on egress: the agent making the call)
 	Operation task.Operation
 	Protocol  task.Protocol
 	Caller    Caller

@@ -120,6 +120,11 @@ func (s *Summary) Delegation(chainID string) *Delegation {
 			decs = append(decs, e)
 		}
 	}
+	return delegationOf(chainID, decs)
+}
+
+// delegationOf orders one chain's decisions into its story.
+func delegationOf(chainID string, decs []*Event) *Delegation {
 	if len(decs) == 0 {
 		return nil
 	}
@@ -236,16 +241,16 @@ func joinSteps(decs []*Event) ([]int, []string) {
 			parent[i], how[i] = best, JoinedCall
 		}
 	}
-	// A parent link can only make a cycle with forged or broken lines; cut
-	// it where it closes, so the story still ends.
+	// Links can only make a cycle with forged or broken lines; cut it where
+	// it closes, so that the story ends and tells every decision.
 	for i := range decs {
 		seen := map[int]bool{i: true}
-		for p := parent[i]; p >= 0; p = parent[p] {
-			if seen[p] {
-				parent[i], how[i] = -1, ""
+		for q := i; parent[q] >= 0; q = parent[q] {
+			if seen[parent[q]] {
+				parent[q], how[q] = -1, ""
 				break
 			}
-			seen[p] = true
+			seen[parent[q]] = true
 		}
 	}
 	return parent, how
@@ -271,16 +276,20 @@ func callOf(out, in *Event) bool {
 // Delegations lists the chain ids of the logs, the most recent first.
 func (s *Summary) Delegations() []DelegationSummary {
 	var ids []string
-	seen := map[string]bool{}
-	for _, e := range s.Events {
-		if e.Type == TypeDecision && e.ChainID != "" && !seen[e.ChainID] {
-			seen[e.ChainID] = true
+	byChain := map[string][]*Event{}
+	for i := range s.Events {
+		e := &s.Events[i]
+		if e.Type != TypeDecision || e.ChainID == "" {
+			continue
+		}
+		if _, seen := byChain[e.ChainID]; !seen {
 			ids = append(ids, e.ChainID)
 		}
+		byChain[e.ChainID] = append(byChain[e.ChainID], e)
 	}
 	out := make([]DelegationSummary, 0, len(ids))
 	for _, id := range ids {
-		d := s.Delegation(id)
+		d := delegationOf(id, byChain[id])
 		out = append(out, DelegationSummary{ChainID: id, Initiator: d.Initiator, Decisions: len(d.Steps),
 			Allowed: d.Allowed, Denied: d.Denied, Hops: d.Hops, First: d.First, Last: d.Last})
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -263,5 +264,22 @@ func TestStoryJoinsTheNearestCall(t *testing.T) {
 	}
 	if want := []string{"a-in", "a-out-1", "b-in-1", "a-out-2", "b-in-2", "b-in-x"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("steps %v, want %v", got, want)
+	}
+}
+
+// TestStoryOfACycle: lines that link in a circle (forged, or broken) still
+// make a story that tells every decision once.
+func TestStoryOfACycle(t *testing.T) {
+	out := egress("e-1", "agent-a", "i-1", "agent-b", at(0), "portal", "agent-a")
+	in := ingress("i-1", "agent-b", at(1), caller("agent-a", "portal"))
+	late := egress("e-2", "agent-b", "i-1", "agent-c", at(2), "portal", "agent-a", "agent-b")
+	path := writeWritLog(t, t.TempDir(), "cycle.log", late, out, in)
+	d := readSources(t, path).Delegation(chainID)
+	var got []string
+	for _, st := range d.Steps {
+		got = append(got, st.DecisionID)
+	}
+	if len(got) != 3 || !slices.Contains(got, "e-1") || !slices.Contains(got, "i-1") || !slices.Contains(got, "e-2") {
+		t.Errorf("steps %v, want each of the three once", got)
 	}
 }

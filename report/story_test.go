@@ -282,4 +282,11 @@ func TestStoryOfACycle(t *testing.T) {
 	if len(got) != 3 || !slices.Contains(got, "e-1") || !slices.Contains(got, "i-1") || !slices.Contains(got, "e-2") {
 		t.Errorf("steps %v, want each of the three once", got)
 	}
+	// Only the link that closes the circle is cut: e-2 still follows its
+	// inbound decision.
+	for _, st := range d.Steps {
+		if st.DecisionID == "e-2" && (st.Joined != JoinedParent || d.Steps[st.After-1].DecisionID != "i-1") {
+			t.Errorf("e-2: %+v", st)
+		}
+	}
 }

@@ -19,6 +19,7 @@ type Position struct {
 	Line int
 }
 
+// String is "file:line".
 func (p Position) String() string { return p.File + ":" + strconv.Itoa(p.Line) }
 
 // Failure is the first line that does not verify, and why.
@@ -27,6 +28,7 @@ type Failure struct {
 	Reason string
 }
 
+// Error is "file:line: reason".
 func (f *Failure) Error() string { return f.Position.String() + ": " + f.Reason }
 
 // Sequence is one log's files, in the order their chain runs (oldest first),

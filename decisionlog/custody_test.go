@@ -690,3 +690,25 @@ func TestChainFields(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyOPAFormat: in OPA's shape a decision line keeps its seq and prev
+// in custom; the chain runs through it all the same.
+func TestVerifyOPAFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.log")
+	l, err := newLog(config.DecisionLog{Output: path, Format: "opa"}, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Decided(allowEvent())
+	l.Decided(denyEvent())
+	l.TaskChanged(taskEvent(1))
+	closeLog(t, l)
+	ls := readLines(t, path)
+	if !strings.Contains(ls[1], `"custom":{"cache_hit":true,"seq":2,"prev":"`) {
+		t.Fatalf("OPA line %s", ls[1])
+	}
+	verifyOK(t, nil, path)
+	ls[1] = strings.Replace(ls[1], `"allow":true`, `"allow":false`, 1)
+	writeLines(t, path, ls)
+	wantFailure(t, verifyFails(t, nil, path), path, 2, "edited")
+}

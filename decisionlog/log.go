@@ -372,6 +372,9 @@ func (l *Log) Close(ctx context.Context) error {
 func (l *Log) run() {
 	defer close(l.done)
 	for e := range l.ch {
+		// Lines lost are told once a batch: a flood that drops lines must
+		// not double the lines the writer has to write.
+		l.tellLost()
 		l.handle(e)
 		for len(l.pending) < flushAt && len(l.ch) > 0 {
 			l.handle(<-l.ch) // one reader: a buffered value is there
@@ -382,6 +385,7 @@ func (l *Log) run() {
 		// The log ends with its closing checkpoint, after telling of any
 		// line lost (the lines dropped by Close's deadline among them).
 		l.begin()
+		l.tellLost()
 		l.checkpoint(CheckpointClose)
 	}
 	l.flush()
@@ -409,8 +413,7 @@ func (l *Log) handle(e *entry) {
 	l.checkpointDue()
 }
 
-// begin writes what is owed before the next line: the run's log_started
-// line, and a lines_lost line when lines were lost since the log last told.
+// begin writes the run's log_started line before its first line.
 func (l *Log) begin() {
 	if !l.chain.started {
 		if l.chain.torn {
@@ -430,10 +433,16 @@ func (l *Log) begin() {
 		l.chain.started = true
 		l.pushHeader(l.line)
 	}
+}
+
+// tellLost writes a lines_lost line when lines were lost (dropped, or lost
+// to a failed write) since the log last told.
+func (l *Log) tellLost() {
 	dropped, failed := l.dropped.Load(), l.errors.Load()
 	if dropped == l.chain.dropped && failed == l.chain.failed {
 		return
 	}
+	l.begin()
 	s := l.chain.next()
 	l.line = appendLinesLost(l.line[:0], l.now(), dropped-l.chain.dropped, failed-l.chain.failed, &s)
 	if l.room(len(l.line)) {

@@ -393,6 +393,9 @@ func (v *verifier) run(files []*logFile) (*Failure, error) {
 			return nil, err
 		}
 		if l == nil {
+			if !v.inLog && v.legacy > 0 {
+				return fail(Position{files[0].name, 1}, "no line carries a chain (seq, prev): written by a writ from before its log was chained, or not a decision log; nothing is verified"), nil
+			}
 			return nil, nil
 		}
 		fail, err := v.check(l)
@@ -419,6 +422,9 @@ func (v *verifier) check(l *line) (*Failure, error) {
 	}
 	f := l.f
 	switch {
+	case f == nil && !v.inLog && len(bytes.TrimSpace(l.raw)) == 0:
+		v.legacy++ // a blank line before the chain: nothing to verify
+		return nil, nil
 	case f == nil:
 		return fail(l.pos, "not a JSON object: not a line writ wrote, or one edited"), nil
 	case f.prev == nil && !v.inLog:

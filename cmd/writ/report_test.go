@@ -174,6 +174,10 @@ func TestReportVerify(t *testing.T) {
 	if code, _, errOut = runCLI(t, "", "report", "-verify", "-key", log, log); code != 2 || !strings.Contains(errOut, "-key:") {
 		t.Fatalf("a log as the key: exit %d\n%s", code, errOut)
 	}
+	// A log from before the chain verifies nothing, and says so.
+	if code, out, _ = runCLI(t, "", "report", "-verify", reportLog); code != 1 || !strings.Contains(out, "FAIL: "+reportLog+":1: no line carries a chain") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
 	// The report reads a chained log like any other.
 	if code, out, errOut = runCLI(t, "", "report", "-text", log); code != 0 || out != "no decision carries a chain id\n" {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

@@ -712,3 +712,26 @@ func TestVerifyOPAFormat(t *testing.T) {
 	writeLines(t, path, ls)
 	wantFailure(t, verifyFails(t, nil, path), path, 2, "edited")
 }
+
+// TestVerifyAfterUpgrade: a file an older writ wrote (lines without a
+// chain) and a new run appending to it: the new lines verify, the old are
+// noted as not verified; an unchained line put before a fresh log is not
+// taken for them.
+func TestVerifyAfterUpgrade(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.log")
+	old := sealRE.ReplaceAllString(string(appendTask(nil, new(taskEvent(0)), &seal{})), "")
+	writeFile(t, path, old+old)
+	l, err := newLog(config.DecisionLog{Output: path}, options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.TaskChanged(taskEvent(1))
+	closeLog(t, l)
+	s := verifyOK(t, nil, path).Sequences[0]
+	if !strings.Contains(strings.Join(s.Notes, " "), "the 2 line(s) before "+path+":3 carry no chain") {
+		t.Errorf("notes %q", s.Notes)
+	}
+	fresh := writeLog(t, path+".fresh", config.DecisionLog{}, 2)
+	writeLines(t, path+".fresh", append([]string{strings.TrimSuffix(old, "\n")}, fresh...))
+	wantFailure(t, verifyFails(t, nil, path+".fresh"), path+".fresh", 2, "not chained to it")
+}

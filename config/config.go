@@ -365,7 +365,22 @@ type DecisionLog struct {
 	// Buffer bounds the lines waiting to be written (default 10000); beyond it
 	// lines are dropped and counted, never blocking a request.
 	Buffer int `yaml:"buffer"`
+	// CheckpointEvery writes a checkpoint line after this many lines (default
+	// 1000, at most 1000000), and at every rotation and at close: the digest
+	// of every line before it, signed when SigningKeyFile is set.
+	CheckpointEvery int `yaml:"checkpoint_every"`
+	// SigningKeyFile signs the checkpoints: a PEM private key, Ed25519 or
+	// ECDSA P-256 (JWS EdDSA or ES256). Without one, checkpoints are unsigned
+	// and the log is tamper-evident only against edits that leave the digest
+	// chain broken.
+	SigningKeyFile string `yaml:"signing_key_file"`
 }
+
+// The decision log's checkpoint interval: its default and its bound.
+const (
+	DefaultCheckpointEvery = 1000
+	MaxCheckpointEvery     = 1_000_000
+)
 
 // Metrics configures the Prometheus metrics.
 type Metrics struct {
@@ -437,6 +452,9 @@ func (c *Config) applyDefaults() {
 	}
 	if dl.Buffer == 0 {
 		dl.Buffer = 10000
+	}
+	if dl.CheckpointEvery == 0 {
+		dl.CheckpointEvery = DefaultCheckpointEvery
 	}
 	p := &c.Push
 	if p.Workers == 0 {
@@ -600,6 +618,13 @@ func (c *Config) Validate() error {
 	}
 	if c.DecisionLog.MaxSizeMB < 0 || c.DecisionLog.MaxBackups < 0 || c.DecisionLog.Buffer < 0 {
 		bad("decision_log", "sizes must be positive")
+	}
+	if n := c.DecisionLog.CheckpointEvery; n < 0 || n > MaxCheckpointEvery {
+		bad("decision_log.checkpoint_every", "must be from 1 to %d lines (0: the default, %d), not %d",
+			MaxCheckpointEvery, DefaultCheckpointEvery, n)
+	}
+	if k := c.DecisionLog.SigningKeyFile; k != "" && strings.TrimSpace(k) == "" {
+		bad("decision_log.signing_key_file", "must name a file")
 	}
 	if lc := c.Lifecycle; lc.MaxTasks < 0 || lc.MaxTasksPerOwner < 0 || lc.MaxFollowers < 0 || lc.MaxFollowersPerOwner < 0 {
 		bad("lifecycle", "task and follower bounds must be positive")

@@ -37,7 +37,7 @@ func TestDefaultsAndRouting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.DecisionLog.Output != "stdout" || c.DecisionLog.Format != "writ" || c.DecisionLog.MaxSizeMB != 100 || c.Metrics.TenantLabels || c.AdminPprof {
+	if c.DecisionLog.Output != "stdout" || c.DecisionLog.Format != "writ" || c.DecisionLog.MaxSizeMB != 100 || c.DecisionLog.CheckpointEvery != 1000 || c.DecisionLog.SigningKeyFile != "" || c.Metrics.TenantLabels || c.AdminPprof {
 		t.Errorf("decision log / metrics defaults: %+v %+v", c.DecisionLog, c.Metrics)
 	}
 	if c.Push.Disabled || c.Push.Workers != 4 || c.Push.MaxAttempts != 5 || c.Push.MaxConfigsPerTask != 10 ||
@@ -109,7 +109,14 @@ func TestInvalid(t *testing.T) {
 		"lifecycle: task and follower bounds": func(s string) string { return s + "lifecycle:\n  max_followers_per_owner: -1\n" },
 		"push: bounds ":                       func(s string) string { return s + "push:\n  max_in_flight_per_owner: -1\n" },
 		"decision_log.format":                 func(s string) string { return s + "decision_log:\n  format: syslog\n" },
-		"agents: at least one":                func(string) string { return "listen: 127.0.0.1:1\n" },
+		"decision_log.checkpoint_every: must be from 1 to 1000000": func(s string) string {
+			return s + "decision_log:\n  checkpoint_every: -1\n"
+		},
+		"decision_log.checkpoint_every: must be from 1 to 1000000 ": func(s string) string {
+			return s + "decision_log:\n  checkpoint_every: 1000001\n"
+		},
+		"decision_log.signing_key_file": func(s string) string { return s + "decision_log:\n  signing_key_file: ' '\n" },
+		"agents: at least one":          func(string) string { return "listen: 127.0.0.1:1\n" },
 		"limits.max_referenced_tasks: must be from 1 to 256": func(s string) string {
 			return s + "limits:\n  max_referenced_tasks: -1\n"
 		},

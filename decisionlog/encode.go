@@ -20,6 +20,11 @@ const (
 	TypePushAttempt           = "push_attempt"
 	TypePushDelivered         = "push_delivered"
 	TypePushFailed            = "push_failed"
+	// The custody lines: writ's own account of the log itself (custody.go).
+	TypeLogStarted   = "log_started"
+	TypeLogContinued = "log_continued"
+	TypeCheckpoint   = "checkpoint"
+	TypeLinesLost    = "lines_lost"
 )
 
 // OPAPath is the "path" of decision lines in the OPA format.
@@ -27,17 +32,27 @@ const OPAPath = "writ/authz/decision"
 
 // Line is one line of the writ format, decoded: readers (writ report) unmarshal
 // each line into it. Keys are omitted when empty, except that decision lines
-// always carry allow and caller (with caller.authenticated) and push lines
-// always carry push.delivered.
+// always carry allow and caller (with caller.authenticated), push lines
+// always carry push.delivered, and every line carries seq and prev (the
+// digest chain, custody.go).
 type Line struct {
-	Time           time.Time     `json:"time"`
-	Type           string        `json:"type"`
-	DecisionID     string        `json:"decision_id,omitempty"`
-	Mode           string        `json:"mode,omitempty"`
-	Route          string        `json:"route,omitempty"`
-	Operation      string        `json:"operation,omitempty"`
-	Protocol       string        `json:"protocol,omitempty"`
-	Caller         *LineCaller   `json:"caller,omitempty"`
+	Time             time.Time   `json:"time"`
+	Type             string      `json:"type"`
+	DecisionID       string      `json:"decision_id,omitempty"`
+	ChainID          string      `json:"chain_id,omitempty"`
+	Direction        string      `json:"direction,omitempty"`
+	ParentDecisionID string      `json:"parent_decision_id,omitempty"`
+	Mode             string      `json:"mode,omitempty"`
+	Route            string      `json:"route,omitempty"`
+	Operation        string      `json:"operation,omitempty"`
+	Protocol         string      `json:"protocol,omitempty"`
+	Caller           *LineCaller `json:"caller,omitempty"`
+	// Initiator, Intermediaries and Target are an egress decision's
+	// delegation: who started it, the agents it passed through (the caller
+	// last), and the agent called.
+	Initiator      string        `json:"initiator,omitempty"`
+	Intermediaries []string      `json:"intermediaries,omitempty"`
+	Target         string        `json:"target,omitempty"`
 	TaskID         string        `json:"task_id,omitempty"`
 	ContextID      string        `json:"context_id,omitempty"`
 	Allow          bool          `json:"allow,omitempty"`
@@ -54,6 +69,18 @@ type Line struct {
 	Artifact       string        `json:"artifact,omitempty"`
 	Reason         string        `json:"reason,omitempty"`
 	Push           *LinePush     `json:"push,omitempty"`
+
+	// The custody lines' own fields (custody.go).
+	LogID     string `json:"log_id,omitempty"`
+	Continues string `json:"continues,omitempty"`
+	JWS       string `json:"jws,omitempty"`
+	Dropped   uint64 `json:"dropped,omitempty"`
+	Failed    uint64 `json:"failed,omitempty"`
+
+	// Seq is the line's number in its log (its log_started line is 1); Prev
+	// the hex SHA-256 of the line before it, newline included.
+	Seq  uint64 `json:"seq"`
+	Prev string `json:"prev"`
 }
 
 // LineCaller is the caller of a decision line: who, never their credentials or
@@ -86,7 +113,18 @@ type enc struct {
 }
 
 func (e *enc) begin() { e.b = append(e.b, '{'); e.comma = false }
-func (e *enc) end()   { e.b = append(e.b, '}'); e.comma = true }
+
+// seal writes a line's place in the digest chain: its seq and the digest of
+// the line before it. It comes last, so that a reader sees the line first.
+func (e *enc) seal(s *seal) {
+	e.key("seq")
+	e.b = strconv.AppendUint(e.b, s.seq, 10)
+	e.key("prev")
+	e.b = append(e.b, '"')
+	e.b = appendHex(e.b, s.prev[:])
+	e.b = append(e.b, '"')
+}
+func (e *enc) end() { e.b = append(e.b, '}'); e.comma = true }
 
 // key writes "k": — keys are constant ASCII and need no escaping.
 func (e *enc) key(k string) {
@@ -207,18 +245,30 @@ func (e *enc) protocol(k string, p task.Protocol) {
 	e.b = append(e.b, '"')
 }
 
+// delegation writes what a decision says of its delegation beyond the caller:
+// the chain it belongs to and, on egress, the hop.
+func (e *enc) delegation(d *events.Decision) {
+	e.str("initiator", d.Initiator)
+	e.strings("intermediaries", d.Intermediaries)
+	e.str("target", d.Target)
+}
+
 // appendDecision writes a decision line in the writ format.
-func appendDecision(b []byte, d *events.Decision) []byte {
+func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.time("time", d.Time)
 	e.str("type", TypeDecision)
 	e.str("decision_id", d.ID)
+	e.str("chain_id", d.ChainID)
+	e.str("direction", d.Direction)
+	e.str("parent_decision_id", d.ParentDecisionID)
 	e.str("mode", d.Mode)
 	e.str("route", d.Route)
 	e.str("operation", string(d.Operation))
 	e.protocol("protocol", d.Protocol)
 	e.caller("caller", &d.Caller)
+	e.delegation(d)
 	e.str("task_id", d.TaskID)
 	e.str("context_id", d.ContextID)
 	e.boolean("allow", d.Allow)
@@ -230,6 +280,7 @@ func appendDecision(b []byte, d *events.Decision) []byte {
 	e.millis("eval_ms", d.Eval)
 	e.str("error", d.Error)
 	e.str("refused", d.Refused)
+	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
 }
@@ -238,8 +289,9 @@ func appendDecision(b []byte, d *events.Decision) []byte {
 // (plugins/logs EventV1): what the decision was about is its input, allow and
 // denials its result; durations are OPA's timer metrics in nanoseconds; the
 // policy revision is given both as the deprecated top-level revision and as the
-// "writ" bundle's revision.
-func appendOPA(b []byte, d *events.Decision) []byte {
+// "writ" bundle's revision. The line's place in the digest chain (seq, prev)
+// is in "custom", where OPA's event keeps what is not its own.
+func appendOPA(b []byte, d *events.Decision, s *seal) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.str("decision_id", d.ID)
@@ -248,11 +300,15 @@ func appendOPA(b []byte, d *events.Decision) []byte {
 
 	e.key("input")
 	e.begin()
+	e.str("chain_id", d.ChainID)
+	e.str("direction", d.Direction)
+	e.str("parent_decision_id", d.ParentDecisionID)
 	e.str("mode", d.Mode)
 	e.str("route", d.Route)
 	e.str("operation", string(d.Operation))
 	e.protocol("protocol", d.Protocol)
 	e.caller("caller", &d.Caller)
+	e.delegation(d)
 	e.str("task_id", d.TaskID)
 	e.str("context_id", d.ContextID)
 	e.end()
@@ -294,19 +350,18 @@ func appendOPA(b []byte, d *events.Decision) []byte {
 		e.str("message", d.Error)
 		e.end()
 	}
-	if d.DryRun || d.CacheHit {
-		e.key("custom")
-		e.begin()
-		e.trueOnly("dry_run", d.DryRun)
-		e.trueOnly("cache_hit", d.CacheHit)
-		e.end()
-	}
+	e.key("custom")
+	e.begin()
+	e.trueOnly("dry_run", d.DryRun)
+	e.trueOnly("cache_hit", d.CacheHit)
+	e.seal(s)
+	e.end()
 	e.end()
 	return append(e.b, '\n')
 }
 
 // appendTask writes a lifecycle line.
-func appendTask(b []byte, t *events.Task) []byte {
+func appendTask(b []byte, t *events.Task, s *seal) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.time("time", t.Time)
@@ -319,13 +374,14 @@ func appendTask(b []byte, t *events.Task) []byte {
 	e.str("artifact", t.Artifact)
 	e.str("decision_id", t.DecisionID)
 	e.str("reason", t.Reason)
+	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
 }
 
 // appendPush writes a push line: the callback's host, never its URL, token or
 // credentials, and a stable reason instead of the error text.
-func appendPush(b []byte, typ string, p *events.Push) []byte {
+func appendPush(b []byte, typ string, p *events.Push, s *seal) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.time("time", p.Time)
@@ -342,11 +398,20 @@ func appendPush(b []byte, typ string, p *events.Push) []byte {
 		e.str("reason", p.Reason)
 	}
 	e.end()
+	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
 }
 
 const hex = "0123456789abcdef"
+
+// appendHex appends p in lowercase hex.
+func appendHex(b []byte, p []byte) []byte {
+	for _, c := range p {
+		b = append(b, hex[c>>4], hex[c&0xf])
+	}
+	return b
+}
 
 // appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte {

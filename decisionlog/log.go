@@ -3,11 +3,15 @@ package decisionlog
 
 import (
 	"context"
+	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/bits"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,7 +33,9 @@ const flushAt = 32 << 10
 
 var _ events.Sink = (*Log)(nil)
 
-// Stats are a Log's counters since it was built, in lines.
+// Stats are a Log's counters since it was built, in lines of events
+// (decisions, lifecycle, push); the log's custody lines (log_started,
+// log_continued, checkpoint, lines_lost) are not counted.
 type Stats struct {
 	// Written lines reached the output.
 	Written uint64
@@ -63,11 +69,26 @@ type Log struct {
 	rot        *rotatingFile // non-nil when writing to a file
 	closer     io.Closer     // closed when the writer exits
 	pending    []byte        // encoded lines not yet written
-	pendingN   uint64        // lines in pending
+	pendingN   uint64        // event lines in pending
 	line       []byte        // scratch for one line
 	closeErr   error         // set before done is closed
 	rotateErrs uint64
 	writeFails uint64
+
+	// The chain of custody (custody.go), owned by the writer goroutine.
+	logID     string
+	signer    *Signer // nil: checkpoints are unsigned
+	every     int     // lines between checkpoints
+	chain     chainState
+	committed chainState // the chain as the output has it: after the last good write
+	// fresh: the live file holds no line but the header this run wrote (a
+	// huge line goes into such a file rather than rotating it again).
+	fresh bool
+	// reserve is the room a file keeps for the checkpoints it may still be
+	// owed: a line is placed only where it and two checkpoints fit.
+	reserve   int
+	scratch   []byte // scratch for a checkpoint's payload
+	signFails uint64
 }
 
 type kind uint8
@@ -100,12 +121,18 @@ type options struct {
 	maxBytes int64        // rotation threshold; default MaxSizeMB MiB
 	logger   *slog.Logger // default slog.Default()
 	now      func() time.Time
+	logID    string // default a random one
 }
 
 // New opens the decision log cfg names: "stdout" (also ""), "stderr", "off", or
 // a file path. A file is created 0600 if missing, appended to, and rotated when
 // a line would take it beyond MaxSizeMB: file becomes file.1, file.1 becomes file.2, …,
 // and at most MaxBackups rotated files are kept. Zero values take the defaults.
+//
+// Every line is chained to the one before it and checkpoints are written
+// every CheckpointEvery lines, at rotation and at close, signed with the key
+// in SigningKeyFile when there is one (custody.go). Appending to a file, the
+// log chains to the file's last line.
 func New(cfg config.DecisionLog) (*Log, error) {
 	return newLog(cfg, options{})
 }
@@ -117,11 +144,11 @@ func newLog(cfg config.DecisionLog, o options) (*Log, error) {
 	}
 	switch cfg.Output {
 	case "off":
-		return start(nil, cfg, o), nil
+		return start(nil, cfg, o, nil)
 	case "stdout":
-		return start(os.Stdout, cfg, o), nil
+		return start(os.Stdout, cfg, o, nil)
 	case "stderr":
-		return start(os.Stderr, cfg, o), nil
+		return start(os.Stderr, cfg, o, nil)
 	}
 	maxBytes := o.maxBytes
 	if maxBytes <= 0 {
@@ -131,24 +158,27 @@ func newLog(cfg config.DecisionLog, o options) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("decisionlog: %w", err)
 	}
-	l := start(rot, cfg, o)
-	l.rot, l.closer = rot, rot
+	l, err := start(rot, cfg, o, rot)
+	if err != nil {
+		return nil, errors.Join(err, rot.Close())
+	}
 	return l, nil
 }
 
 // NewWriter is a Log writing to w (never closed by the Log), without
 // rotation; cfg's Output "off" still turns it off, and an unknown Format is
-// taken as "writ". For tests and embedding.
-func NewWriter(w io.Writer, cfg config.DecisionLog) *Log {
+// taken as "writ". Its lines are chained and checkpointed as New's are. For
+// tests and embedding.
+func NewWriter(w io.Writer, cfg config.DecisionLog) (*Log, error) {
 	return newWriter(w, cfg, options{})
 }
 
-func newWriter(w io.Writer, cfg config.DecisionLog, o options) *Log {
+func newWriter(w io.Writer, cfg config.DecisionLog, o options) (*Log, error) {
 	cfg = withDefaults(cfg)
 	if cfg.Output == "off" {
 		w = nil
 	}
-	return start(w, cfg, o)
+	return start(w, cfg, o, nil)
 }
 
 func withDefaults(cfg config.DecisionLog) config.DecisionLog {
@@ -167,11 +197,15 @@ func withDefaults(cfg config.DecisionLog) config.DecisionLog {
 	if cfg.Buffer <= 0 {
 		cfg.Buffer = DefaultBuffer
 	}
+	if cfg.CheckpointEvery <= 0 {
+		cfg.CheckpointEvery = config.DefaultCheckpointEvery
+	}
 	return cfg
 }
 
-// start builds the Log and its writer; w nil is "off".
-func start(w io.Writer, cfg config.DecisionLog, o options) *Log {
+// start builds the Log and its writer; w nil is "off". rot is w when w is a
+// rotating file.
+func start(w io.Writer, cfg config.DecisionLog, o options, rot *rotatingFile) (*Log, error) {
 	l := &Log{opa: cfg.Format == "opa", logger: o.logger, done: make(chan struct{})}
 	if l.logger == nil {
 		l.logger = slog.Default()
@@ -184,13 +218,56 @@ func start(w io.Writer, cfg config.DecisionLog, o options) *Log {
 		l.off = true
 		l.closed = true
 		close(l.done)
-		return l
+		return l, nil
+	}
+	if err := l.custody(cfg, o, rot); err != nil {
+		return nil, err
 	}
 	l.w = w
 	l.ch = make(chan *entry, cfg.Buffer)
 	l.pending = make([]byte, 0, flushAt+4096)
 	go l.run()
-	return l
+	return l, nil
+}
+
+// custody sets up the chain: the key, the log's id, and where the chain
+// starts (the genesis, or the last line of the file appended to).
+func (l *Log) custody(cfg config.DecisionLog, o options, rot *rotatingFile) error {
+	if cfg.SigningKeyFile != "" {
+		s, err := LoadSigner(cfg.SigningKeyFile)
+		if err != nil {
+			return fmt.Errorf("decisionlog: signing_key_file: %w", err)
+		}
+		l.signer = s
+	}
+	l.every = cfg.CheckpointEvery
+	l.logID = o.logID
+	if l.logID == "" {
+		l.logID = newLogID()
+	}
+	l.chain.head = Genesis(l.logID)
+	if rot != nil {
+		l.rot, l.closer = rot, rot
+		last, err := readLastLine(rot.path, rot.size)
+		if err != nil {
+			return fmt.Errorf("decisionlog: %s: %w", rot.path, err)
+		}
+		if last != nil {
+			if last[len(last)-1] != '\n' {
+				l.chain.torn = true
+				last = append(last, '\n')
+			}
+			l.chain.head = sha256.Sum256(last)
+		}
+		l.fresh = rot.size == 0
+	}
+	l.committed = l.chain
+	n, err := l.checkpointBound()
+	if err != nil {
+		return fmt.Errorf("decisionlog: signing a checkpoint: %w", err)
+	}
+	l.reserve = 2 * n
+	return nil
 }
 
 // Decided queues a decision line.
@@ -295,11 +372,21 @@ func (l *Log) Close(ctx context.Context) error {
 func (l *Log) run() {
 	defer close(l.done)
 	for e := range l.ch {
+		// Lines lost are told once a batch: a flood that drops lines must
+		// not double the lines the writer has to write.
+		l.tellLost()
 		l.handle(e)
 		for len(l.pending) < flushAt && len(l.ch) > 0 {
 			l.handle(<-l.ch) // one reader: a buffered value is there
 		}
 		l.flush()
+	}
+	if l.chain.started || l.dropped.Load() != l.chain.dropped || l.errors.Load() != l.chain.failed {
+		// The log ends with its closing checkpoint, after telling of any
+		// line lost (the lines dropped by Close's deadline among them).
+		l.begin()
+		l.tellLost()
+		l.checkpoint(CheckpointClose)
 	}
 	l.flush()
 	if l.closer != nil {
@@ -307,52 +394,189 @@ func (l *Log) run() {
 	}
 }
 
-// handle encodes one entry into pending, rotating first when it would not fit.
+// handle encodes one entry into pending, rotating first when it would not
+// fit, and writes a checkpoint when one is due.
 func (l *Log) handle(e *entry) {
 	if l.abort.Load() {
 		release(e)
 		l.dropped.Add(1)
 		return
 	}
+	l.begin()
 	l.line = l.encode(l.line[:0], e)
+	if l.room(len(l.line)) {
+		l.line = l.encode(l.line[:0], e) // its place in the chain moved
+	}
 	release(e)
-	if l.rot != nil && l.rot.full(len(l.pending), len(l.line)) {
-		l.flush()
-		if l.rot.size > 0 {
-			if err := l.rot.rotate(); err != nil {
-				l.rotateErrs++
-				if bits.OnesCount64(l.rotateErrs) == 1 {
-					l.logger.Error("decisionlog: rotation failed", "path", l.rot.path, "error", err, "failures_total", l.rotateErrs)
-				}
+	l.push(l.line)
+	l.pendingN++
+	l.checkpointDue()
+}
+
+// begin writes the run's log_started line before its first line.
+func (l *Log) begin() {
+	if !l.chain.started {
+		if l.chain.torn {
+			// End the line a crash cut short, so that this run's first line
+			// stands on its own; the chain counts the newline as that line's.
+			l.pending = append(l.pending, '\n')
+			l.chain.torn = false
+		}
+		s := l.chain.next()
+		l.line = appendLogStarted(l.line[:0], l.now(), l.logID, &s)
+		if l.room(len(l.line)) {
+			// The file appended to is full: the run starts in a fresh one,
+			// chained to the rotated file's last line.
+			s = l.chain.next()
+			l.line = appendLogStarted(l.line[:0], l.now(), l.logID, &s)
+		}
+		l.chain.started = true
+		l.pushHeader(l.line)
+	}
+}
+
+// tellLost writes a lines_lost line when lines were lost (dropped, or lost
+// to a failed write) since the log last told.
+func (l *Log) tellLost() {
+	dropped, failed := l.dropped.Load(), l.errors.Load()
+	if dropped == l.chain.dropped && failed == l.chain.failed {
+		return
+	}
+	l.begin()
+	s := l.chain.next()
+	l.line = appendLinesLost(l.line[:0], l.now(), dropped-l.chain.dropped, failed-l.chain.failed, &s)
+	if l.room(len(l.line)) {
+		s = l.chain.next()
+		l.line = appendLinesLost(l.line[:0], l.now(), dropped-l.chain.dropped, failed-l.chain.failed, &s)
+	}
+	l.chain.dropped, l.chain.failed = dropped, failed
+	l.push(l.line)
+	l.checkpointDue()
+}
+
+// push appends a sealed line to pending and makes it the chain's head.
+func (l *Log) push(line []byte) {
+	l.pending = append(l.pending, line...)
+	l.chain.advance(line)
+	l.fresh = false
+}
+
+// pushHeader pushes a file's header line, which leaves a fresh file fresh.
+func (l *Log) pushHeader(line []byte) {
+	fresh := l.fresh
+	l.push(line)
+	l.fresh = fresh
+}
+
+// room rotates the file first when a line of n bytes, and the checkpoints
+// the file may still be owed, would take it beyond its threshold; it reports
+// whether it rotated (the line's place in the chain then moved). A file
+// holding no line but its header is never rotated: a line larger than the
+// threshold goes there alone.
+func (l *Log) room(n int) bool {
+	if l.rot == nil || l.fresh || !l.rot.full(len(l.pending), n+l.reserve) {
+		return false
+	}
+	l.rotate()
+	return true
+}
+
+// rotate ends the file with a checkpoint, rotates it, and starts the new
+// file with a log_continued line chained to the old file's last line.
+func (l *Log) rotate() {
+	if l.chain.started {
+		l.checkpoint(CheckpointRotation)
+	}
+	l.flush()
+	if l.rot.size == 0 {
+		return // nothing was written: the file is already fresh
+	}
+	err := l.rot.rotate()
+	if err != nil {
+		l.rotateErrs++
+		if bits.OnesCount64(l.rotateErrs) == 1 {
+			l.logger.Error("decisionlog: rotation failed", "path", l.rot.path, "error", err, "failures_total", l.rotateErrs)
+		}
+	}
+	l.fresh = l.rot.size == 0
+	if !l.chain.started {
+		return
+	}
+	s := l.chain.next()
+	l.line = appendLogContinued(l.line[:0], l.now(), l.logID, filepath.Base(l.rot.name(1)), &s)
+	l.pushHeader(l.line)
+}
+
+// checkpointDue writes an interval checkpoint after every l.every lines.
+func (l *Log) checkpointDue() {
+	if l.chain.since >= l.every {
+		l.checkpoint(CheckpointInterval)
+	}
+}
+
+// checkpoint appends a checkpoint line: signed when the log has a key. A
+// signing failure (which Ed25519 cannot have, nor ECDSA short of the
+// system's randomness failing) is logged, and the checkpoint written unsigned:
+// the chain goes on, and Verify names the checkpoint.
+func (l *Log) checkpoint(reason string) {
+	s := l.chain.next()
+	t := l.now()
+	jws := ""
+	if l.signer != nil {
+		l.scratch = appendCheckpointPayload(l.scratch[:0], t, l.logID, reason, &s)
+		var err error
+		if jws, err = l.signer.sign(l.scratch); err != nil {
+			if l.signFails++; bits.OnesCount64(l.signFails) == 1 {
+				l.logger.Error("decisionlog: signing a checkpoint failed; it is written unsigned", "error", err, "seq", s.seq, "failures_total", l.signFails)
 			}
 		}
 	}
-	l.pending = append(l.pending, l.line...)
-	l.pendingN++
+	l.line = appendCheckpoint(l.line[:0], t, l.logID, reason, jws, &s)
+	l.push(l.line)
+	l.chain.since = 0
 }
 
+// checkpointBound is the longest a checkpoint line of this log can be: one
+// with the longest time, seq and reason, signed. The file keeps room for it.
+func (l *Log) checkpointBound() (int, error) {
+	s := seal{seq: math.MaxUint64}
+	t := time.Date(2006, 1, 2, 15, 4, 5, 999999999, time.UTC)
+	jws := ""
+	if l.signer != nil {
+		var err error
+		if jws, err = l.signer.sign(appendCheckpointPayload(nil, t, l.logID, CheckpointRotation, &s)); err != nil {
+			return 0, err
+		}
+	}
+	return len(appendCheckpoint(nil, t, l.logID, CheckpointRotation, jws, &s)), nil
+}
+
+// encode writes e as the chain's next line.
 func (l *Log) encode(b []byte, e *entry) []byte {
+	s := l.chain.next()
 	switch e.kind {
 	case kindDecision:
 		if l.opa {
-			return appendOPA(b, &e.d)
+			return appendOPA(b, &e.d, &s)
 		}
-		return appendDecision(b, &e.d)
+		return appendDecision(b, &e.d, &s)
 	case kindTask:
-		return appendTask(b, &e.t)
+		return appendTask(b, &e.t, &s)
 	case kindPushAttempt:
-		return appendPush(b, TypePushAttempt, &e.p)
+		return appendPush(b, TypePushAttempt, &e.p, &s)
 	case kindPushResult:
 		typ := TypePushFailed
 		if e.p.Delivered {
 			typ = TypePushDelivered
 		}
-		return appendPush(b, typ, &e.p)
+		return appendPush(b, typ, &e.p, &s)
 	}
 	return b
 }
 
-// flush writes pending; lines of a failed write are counted as errors.
+// flush writes pending; event lines of a failed write are counted as
+// errors, and the chain goes back to the last line the output has, so that
+// the next line is chained to it and the loss is told in a lines_lost line.
 func (l *Log) flush() {
 	if len(l.pending) == 0 {
 		return
@@ -364,8 +588,10 @@ func (l *Log) flush() {
 		if bits.OnesCount64(l.writeFails) == 1 {
 			l.logger.Error("decisionlog: write failed; lines lost", "error", err, "lines", l.pendingN, "errors_total", n)
 		}
+		l.chain = l.committed
 	} else {
 		l.written.Add(l.pendingN)
+		l.committed = l.chain
 	}
 	l.pending = l.pending[:0]
 	l.pendingN = 0

@@ -69,6 +69,16 @@ func (r *rotatingFile) Write(p []byte) (int, error) {
 		}
 	}
 	n, err := r.f.Write(p)
+	if err != nil && n > 0 {
+		// A short write (a full disk) leaves part of a line: cut it off, so
+		// that the file still ends at a line and the chain, which the writer
+		// puts back to the last line written, stays whole.
+		if terr := r.f.Truncate(r.size); terr != nil {
+			r.size += int64(n)
+			return n, errors.Join(err, terr)
+		}
+		return 0, err
+	}
 	r.size += int64(n)
 	return n, err
 }

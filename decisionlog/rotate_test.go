@@ -1,7 +1,9 @@
 package decisionlog
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +18,18 @@ func taskEvent(i int) events.Task {
 	return events.Task{Time: t0, Kind: events.TaskStateChanged, Route: "r", TaskID: fmt.Sprintf("task-%03d", i), ContextID: "ctx", From: task.Queued, To: task.Running}
 }
 
-func lineLen(t *testing.T) int {
-	return len(appendTask(nil, new(taskEvent(0))))
+// lineLen is the length of a task line with a two-digit seq.
+func lineLen() int {
+	return len(appendTask(nil, new(taskEvent(0)), &seal{seq: 99}))
+}
+
+// headerLen and checkpointLen bound the custody lines of an unsigned log.
+func headerLen(name string) int {
+	return len(appendLogContinued(nil, t0, newLogID(), name, &seal{seq: 99}))
+}
+
+func checkpointLen() int {
+	return len(appendCheckpoint(nil, t0, newLogID(), CheckpointRotation, "", &seal{seq: math.MaxUint64}))
 }
 
 func readLines(t *testing.T, path string) []string {
@@ -32,8 +44,37 @@ func readLines(t *testing.T, path string) []string {
 	return lines(string(raw))
 }
 
+// types are the lines' types.
+func types(t *testing.T, ls []string) []string {
+	t.Helper()
+	var out []string
+	for _, s := range ls {
+		var ln Line
+		if err := json.Unmarshal([]byte(s), &ln); err != nil {
+			t.Fatalf("%v: %s", err, s)
+		}
+		out = append(out, ln.Type)
+	}
+	return out
+}
+
+// verifyOK verifies the files and fails the test unless every line does.
+func verifyOK(t *testing.T, keys *Keys, paths ...string) *Verification {
+	t.Helper()
+	v, err := Verify(paths, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !v.OK() {
+		t.Fatalf("verify: %v", v.Failure)
+	}
+	return v
+}
+
 // TestRotation: at most MaxBackups rotated files, none beyond the threshold,
-// the newest lines in the live file and nothing lost in between.
+// the newest lines in the live file, nothing lost in between, and the chain
+// running through the files: each rotated file ends with a checkpoint, and
+// the next begins with the line that continues it.
 func TestRotation(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "decisions.log")
@@ -41,8 +82,9 @@ func TestRotation(t *testing.T) {
 	if err := os.WriteFile(path+".5", []byte("stale\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	L := lineLen(t)
-	maxBytes := int64(3*L + L/2) // three lines a file
+	// Three task lines a file, with its header and the room kept for two
+	// checkpoints.
+	maxBytes := int64(3*lineLen() + headerLen("decisions.log.1") + 2*checkpointLen() + lineLen()/2)
 	l, err := newLog(config.DecisionLog{Output: path, MaxBackups: 2}, options{maxBytes: maxBytes})
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +107,7 @@ func TestRotation(t *testing.T) {
 		t.Fatalf("files %v, want %s", names, want)
 	}
 	var all []string
-	for _, name := range []string{path + ".2", path + ".1", path} {
+	for i, name := range []string{path + ".2", path + ".1", path} {
 		st, err := os.Stat(name)
 		if err != nil {
 			t.Fatal(err)
@@ -77,13 +119,18 @@ func TestRotation(t *testing.T) {
 			t.Errorf("%s mode %v, want 0600", name, st.Mode().Perm())
 		}
 		ls := readLines(t, name)
-		if len(ls) == 0 {
-			t.Errorf("%s is empty", name)
+		ty := types(t, ls)
+		last := CheckpointRotation
+		if i == 2 {
+			last = CheckpointClose
 		}
-		all = append(all, ls...)
+		if len(ty) < 3 || ty[0] != TypeLogContinued || ty[len(ty)-1] != TypeCheckpoint || !strings.Contains(ls[len(ls)-1], `"reason":"`+last+`"`) {
+			t.Errorf("%s: lines %v: want a log_continued first and a %s checkpoint last", name, ty, last)
+		}
+		all = append(all, eventLines(strings.Join(ls, "\n"))...)
 	}
-	// 20 lines, 3 a file: 18 rotated away in 6 files of which 2 kept, 2 live.
-	live := readLines(t, path)
+	// 3 events a file: the 20 filled 7 files, of which the 3 newest are kept.
+	live := eventLines(strings.Join(readLines(t, path), "\n"))
 	if len(live) != 2 || !strings.Contains(live[1], `"task-019"`) {
 		t.Errorf("live file %q, want the 2 newest lines", live)
 	}
@@ -95,17 +142,26 @@ func TestRotation(t *testing.T) {
 			t.Errorf("kept line %d is %s, want %s", i, s, want)
 		}
 	}
+	// Given in any order, the files verify as one log; its start is gone.
+	v := verifyOK(t, nil, path, path+".2", path+".1")
+	if len(v.Sequences) != 1 {
+		t.Fatalf("sequences %+v", v.Sequences)
+	}
+	s := v.Sequences[0]
+	if fmt.Sprint(s.Files) != fmt.Sprint([]string{path + ".2", path + ".1", path}) || !s.Closed || s.After != 0 ||
+		s.Checkpoints != 3 || len(s.Notes) == 0 || !strings.Contains(s.Notes[0], "begins in the middle of log") {
+		t.Errorf("sequence %+v", s)
+	}
 }
 
-// TestRotationAppends: an existing file is appended to, and its size counts.
+// TestRotationAppends: an existing file is appended to, its size counts, and
+// the new run chains to its last line.
 func TestRotationAppends(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "decisions.log")
-	L := lineLen(t)
 	cfg := config.DecisionLog{Output: path, MaxBackups: 3}
-	o := options{maxBytes: int64(3 * L)}
 	for round := range 2 {
-		l, err := newLog(cfg, o)
+		l, err := newLog(cfg, options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,13 +170,52 @@ func TestRotationAppends(t *testing.T) {
 		}
 		closeLog(t, l)
 	}
-	old, live := readLines(t, path+".1"), readLines(t, path)
-	if len(old) != 3 || len(live) != 1 || !strings.Contains(old[0], "task-000") || !strings.Contains(live[0], "task-003") {
-		t.Errorf("after two runs: %s.1 %q, live %q", path, old, live)
+	ls := readLines(t, path)
+	want := []string{TypeLogStarted, TypeTaskStateChanged, TypeTaskStateChanged, TypeCheckpoint,
+		TypeLogStarted, TypeTaskStateChanged, TypeTaskStateChanged, TypeCheckpoint}
+	if got := types(t, ls); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("after two runs: %v, want %v", got, want)
+	}
+	v := verifyOK(t, nil, path)
+	if s := v.Sequences[0]; len(s.Logs) != 2 || s.Logs[0] == s.Logs[1] || !s.Closed || s.Lines != 8 {
+		t.Errorf("sequence %+v: want two runs of one chain", s)
 	}
 }
 
-// TestRotationHugeLine: a line beyond the threshold goes alone into a fresh file.
+// TestRestartOnFullFile: a run that starts on a file with no room rotates it
+// first, and its log_started line chains to the rotated file's last line.
+func TestRestartOnFullFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.log")
+	cfg := config.DecisionLog{Output: path, MaxBackups: 3}
+	o := options{maxBytes: int64(3*lineLen() + headerLen("x") + 2*checkpointLen())}
+	l, err := newLog(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		l.TaskChanged(taskEvent(i))
+	}
+	closeLog(t, l)
+	if got := types(t, readLines(t, path)); len(got) != 5 {
+		t.Fatalf("first run: %v, want it in one file", got)
+	}
+	l, err = newLog(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.TaskChanged(taskEvent(3))
+	closeLog(t, l)
+	if got := types(t, readLines(t, path)); fmt.Sprint(got) != fmt.Sprint([]string{TypeLogStarted, TypeTaskStateChanged, TypeCheckpoint}) {
+		t.Errorf("second run's file: %v", got)
+	}
+	v := verifyOK(t, nil, path, path+".1")
+	if s := v.Sequences[0]; len(v.Sequences) != 1 || len(s.Logs) != 2 || s.Files[0] != path+".1" {
+		t.Errorf("sequences %+v", v.Sequences)
+	}
+}
+
+// TestRotationHugeLine: a line beyond the threshold goes alone into a fresh
+// file (with the file's header and checkpoint).
 func TestRotationHugeLine(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "decisions.log")
 	l, err := newLog(config.DecisionLog{Output: path, MaxBackups: 1}, options{maxBytes: 64})
@@ -130,7 +225,10 @@ func TestRotationHugeLine(t *testing.T) {
 	l.TaskChanged(taskEvent(1))
 	l.TaskChanged(taskEvent(2))
 	closeLog(t, l)
-	if a, b := readLines(t, path+".1"), readLines(t, path); len(a) != 1 || len(b) != 1 || !strings.Contains(b[0], "task-002") {
+	a, b := readLines(t, path+".1"), readLines(t, path)
+	ea, eb := eventLines(strings.Join(a, "\n")), eventLines(strings.Join(b, "\n"))
+	if len(ea) != 1 || len(eb) != 1 || !strings.Contains(eb[0], "task-002") {
 		t.Errorf("backup %q, live %q", a, b)
 	}
+	verifyOK(t, nil, path+".1", path)
 }

@@ -21,6 +21,13 @@ const (
 // Modes lists every mode, for bounded metric labels.
 var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc}
 
+// Directions: whether a decision was about a request coming in to the
+// protected agent or going out from it (egress mode). "" is ingress.
+const (
+	DirectionIngress = "ingress"
+	DirectionEgress  = "egress"
+)
+
 // Caller is who a decision was about, as observers may record it: never the
 // claims, scopes or credentials.
 type Caller struct {
@@ -41,7 +48,7 @@ type Decision struct {
 	Time      time.Time
 	ID        string
 	Mode      string
-	Route     string // the protected agent's name
+	Route     string // the protected agent's name (on egress: the agent making the call)
 	Operation task.Operation
 	Protocol  task.Protocol
 	Caller    Caller
@@ -62,6 +69,29 @@ type Decision struct {
 	// "not_listed" for a directory entry. It may differ from Allow: a task the
 	// caller may not see is refused whatever the policy said.
 	Refused string
+
+	// ChainID is the delegation's chain id (the token's txn claim), shared by
+	// every decision on every hop of one delegation; "" when the caller's
+	// credential names none.
+	ChainID string
+	// Direction is DirectionIngress or DirectionEgress; "" means ingress.
+	Direction string
+	// The fields below are set on egress decisions, where writ decides a call
+	// its agent makes.
+	//
+	// ParentDecisionID is the inbound (ingress) decision the call descends
+	// from: the decision that admitted the request the agent is serving.
+	ParentDecisionID string
+	// Initiator is the chain's first principal: the subject (sub) of the
+	// token the delegation started with.
+	Initiator string
+	// Intermediaries are the agents the delegation passed through, oldest
+	// first, the agent making this call last (the outbound token's act
+	// chain); read-only.
+	Intermediaries []string
+	// Target is the agent the call goes to, by the name its own writ routes
+	// it under (its ingress decision's Route).
+	Target string
 }
 
 // Upstream failures, as Request.UpstreamFailure.

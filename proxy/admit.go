@@ -318,7 +318,7 @@ func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) events.
 	ev := events.Decision{Time: time.Now(), ID: d.ID, Mode: x.inc.Mode, Route: x.rt.agent.Name, Operation: x.req.Operation,
 		Protocol: x.req.Protocol, Caller: eventCaller(x.caller), TaskID: x.req.TaskID, ContextID: x.input.Task.ContextID,
 		Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials, Revision: d.Revision, CacheHit: d.CacheHit,
-		Eval: d.Duration, Latency: time.Since(start)}
+		Eval: d.Duration, Latency: time.Since(start), ChainID: x.caller.ChainID}
 	if err != nil {
 		c.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
 		ev.Error = err.Error()

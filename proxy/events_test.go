@@ -8,6 +8,7 @@ import (
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -91,5 +92,32 @@ func TestEvents(t *testing.T) {
 	// The admitting decision and the task it created are linked both ways.
 	if created := rec.tasks[0]; created.DecisionID == "" || created.DecisionID != rec.decisions[0].ID {
 		t.Fatalf("task_created has decision %q, the admitting decision is %q", created.DecisionID, rec.decisions[0].ID)
+	}
+}
+
+// TestDecisionCarriesChainID: the chain id of a delegation (the token's txn
+// claim) reaches the decision event, so every hop's decision log names it.
+func TestDecisionCarriesChainID(t *testing.T) {
+	up := newFakeAgent(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-c","contextId":"c-c","status":{"state":"TASK_STATE_WORKING"}}}}`)
+	})
+	rec := &recordingSink{}
+	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
+	h.bus.Subscribe(rec)
+	claims := h.idp.Claims(devidp.Caller{Agent: investigator.agent, User: investigator.user, Tenant: investigator.tenant,
+		Classification: investigator.class, Scope: investigator.scopes, Chain: investigator.chain})
+	claims["txn"] = "q3Zr8sXyT1m0cV2bNf7LkA"
+	tok, err := h.idp.Sign(claims)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.rpc("/", tok, "1.0", "SendMessage", sendParams)
+	h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.decisions) != 2 || rec.decisions[0].ChainID != "q3Zr8sXyT1m0cV2bNf7LkA" || rec.decisions[1].ChainID != "" ||
+		!rec.decisions[0].Allow || rec.decisions[0].Direction != "" {
+		t.Fatalf("decisions %+v", rec.decisions)
 	}
 }

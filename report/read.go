@@ -1,4 +1,5 @@
-// Package report reads a writ decision log and renders it as one self-contained HTML page.
+// Package report reads writ decision logs and renders them as one self-contained HTML page,
+// and joins the logs of several writs into the story of one delegation.
 package report
 
 import (
@@ -10,6 +11,7 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,12 +39,30 @@ var knownTypes = map[string]bool{
 	TypeProtocolViolation: true, TypePushAttempt: true, TypePushDelivered: true, TypePushFailed: true,
 }
 
+// custodyTypes are the log's account of itself (decisionlog's custody
+// lines): not events, and not unknown either. writ report -verify checks
+// them; the page counts the lines they say were lost.
+var custodyTypes = map[string]bool{
+	decisionlog.TypeLogStarted: true, decisionlog.TypeLogContinued: true,
+	decisionlog.TypeCheckpoint: true, decisionlog.TypeLinesLost: true,
+}
+
 // Event is one line of the decision log, in the schema package decisionlog
 // writes, with the line it stood on.
 type Event struct {
 	decisionlog.Line
 	// LineNo is the event's 1-based line number in the log.
 	LineNo int
+	// Log names the log the event was read from (a Source's Name).
+	Log string `json:"-"`
+}
+
+// Where is the event's log and line, "decisions.log:12".
+func (e *Event) Where() string {
+	if e.Log == "" {
+		return "line " + strconv.Itoa(e.LineNo)
+	}
+	return e.Log + ":" + strconv.Itoa(e.LineNo)
 }
 
 // Caller is a decision line's caller, as the decision log writes it.
@@ -74,7 +94,15 @@ type Summary struct {
 	Unknown map[string]int
 	// Latency summarizes the decisions' whole-request latency in milliseconds.
 	Latency Latency
+	// Logs names the logs read, in order.
+	Logs []string
+	// Lost counts the lines the logs say they lost (lines_lost lines):
+	// dropped because the buffer was full, or lost to failed writes.
+	Lost Lost
 }
+
+// Lost counts lines a log says it lost.
+type Lost struct{ Dropped, Failed uint64 }
 
 // Totals are a log's headline counts.
 type Totals struct {
@@ -124,9 +152,37 @@ type Latency struct {
 // a JSON object of the log's schema, or has no valid time, is an error naming its
 // line number; a line of an unknown type is counted in Summary.Unknown and skipped.
 func Read(r io.Reader) (*Summary, error) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
+	return ReadLogs(Source{R: r})
+}
+
+// Source is one log to read: its name (for messages and the page) and its
+// lines.
+type Source struct {
+	Name string
+	R    io.Reader
+}
+
+// ReadLogs parses several decision logs (of one writ's rotated files, or of
+// several writs) as Read parses one, into one Summary: events in the order
+// of the sources, then of their lines. An error names the source and line.
+func ReadLogs(sources ...Source) (*Summary, error) {
 	s := &Summary{Unknown: map[string]int{}}
+	for _, src := range sources {
+		if err := s.read(src); err != nil {
+			if src.Name != "" {
+				return nil, fmt.Errorf("%s: %w", src.Name, err)
+			}
+			return nil, err
+		}
+		s.Logs = append(s.Logs, src.Name)
+	}
+	s.summarize()
+	return s, nil
+}
+
+func (s *Summary) read(src Source) error {
+	sc := bufio.NewScanner(src.R)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -135,13 +191,24 @@ func Read(r io.Reader) (*Summary, error) {
 			continue
 		}
 		if b[0] != '{' {
-			return nil, fmt.Errorf("line %d: not a JSON object", line)
+			return fmt.Errorf("line %d: not a JSON object", line)
 		}
 		var head struct {
 			Type string `json:"type"`
 		}
 		if err := json.Unmarshal(b, &head); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, jsonError(err))
+			return fmt.Errorf("line %d: %w", line, jsonError(err))
+		}
+		if custodyTypes[head.Type] {
+			if head.Type == decisionlog.TypeLinesLost {
+				var ln decisionlog.Line
+				if err := json.Unmarshal(b, &ln); err != nil {
+					return fmt.Errorf("line %d: %w", line, jsonError(err))
+				}
+				s.Lost.Dropped += ln.Dropped
+				s.Lost.Failed += ln.Failed
+			}
+			continue
 		}
 		if !knownTypes[head.Type] {
 			s.Unknown[head.Type]++
@@ -149,23 +216,23 @@ func Read(r io.Reader) (*Summary, error) {
 		}
 		var e Event
 		if err := json.Unmarshal(b, &e); err != nil {
-			return nil, fmt.Errorf("line %d: %w", line, jsonError(err))
+			return fmt.Errorf("line %d: %w", line, jsonError(err))
 		}
 		if e.Time.IsZero() {
-			return nil, fmt.Errorf("line %d: %s event without a time", line, e.Type)
+			return fmt.Errorf("line %d: %s event without a time", line, e.Type)
 		}
 		e.Time = e.Time.UTC()
 		e.LineNo = line
+		e.Log = src.Name
 		s.Events = append(s.Events, e)
 	}
 	if err := sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
-			return nil, fmt.Errorf("line %d: longer than %d bytes", line+1, maxLine)
+			return fmt.Errorf("line %d: longer than %d bytes", line+1, maxLine)
 		}
-		return nil, fmt.Errorf("line %d: %w", line+1, err)
+		return fmt.Errorf("line %d: %w", line+1, err)
 	}
-	s.summarize()
-	return s, nil
+	return nil
 }
 
 func jsonError(err error) error {

@@ -19,6 +19,9 @@ type Options struct {
 	Context string
 	// Title heads the page; empty means "writ decision report".
 	Title string
+	// Chain, when set, adds the story of one delegation: every decision
+	// carrying this chain id, ingress and egress on every hop, in order.
+	Chain string
 }
 
 // TopN is how many callers and targets the page lists.
@@ -65,6 +68,13 @@ type page struct {
 	Context   *contextView
 	Contexts  []ContextSummary
 	MoreCtx   int
+	// The delegations: the one asked for, and the list to pick from.
+	Delegation  *delegationView
+	ChainAsked  string
+	Delegations []DelegationSummary
+	MoreDeleg   int
+	Lost        Lost
+	Logs        string
 }
 
 // maxContexts bounds the contexts the page lists.
@@ -127,7 +137,86 @@ func buildPage(s *Summary, opt Options) *page {
 	if len(p.Contexts) > maxContexts {
 		p.Contexts, p.MoreCtx = p.Contexts[:maxContexts], len(p.Contexts)-maxContexts
 	}
+	if opt.Chain != "" {
+		p.ChainAsked = opt.Chain
+		p.Delegation = buildDelegation(s.Delegation(opt.Chain))
+	}
+	p.Delegations = s.Delegations()
+	if len(p.Delegations) > maxContexts {
+		p.Delegations, p.MoreDeleg = p.Delegations[:maxContexts], len(p.Delegations)-maxContexts
+	}
+	p.Lost = s.Lost
+	if len(s.Logs) > 1 {
+		p.Logs = strings.Join(s.Logs, ", ")
+	}
 	return p
+}
+
+// ---------------------------------------------------------------------------
+// One delegation's story
+// ---------------------------------------------------------------------------
+
+type delegationView struct {
+	ID, Initiator   string
+	Hops            int
+	Allowed, Denied int
+	Span, Logs      string
+	Steps           []stepView
+}
+
+type stepView struct {
+	ID, Time, Offset string
+	Kind, Label      string
+	Direction        string
+	Hop              int
+	At, Operation    string
+	Path             []pathHop
+	Denials          []Denial
+	Details          []string
+}
+
+type pathHop struct{ Name, Class string }
+
+func buildDelegation(d *Delegation) *delegationView {
+	if d == nil {
+		return nil
+	}
+	v := &delegationView{ID: d.ChainID, Initiator: orDash(d.Initiator), Hops: d.Hops, Allowed: d.Allowed, Denied: d.Denied,
+		Span: humanDuration(d.Last.Sub(d.First)), Logs: strings.Join(d.Logs, ", ")}
+	for i, st := range d.Steps {
+		sv := stepView{ID: "step-" + strconv.Itoa(i+1), Time: st.Time.Format("15:04:05.000"), Offset: "+" + formatOffset(st.Time.Sub(d.First)),
+			Kind: "deny", Label: "DENY", Direction: st.Direction, Hop: st.Hop, At: orDash(st.At), Operation: orDash(string(st.Operation)),
+			Denials: st.Denials}
+		if st.Allow {
+			sv.Kind, sv.Label = "allow", "ALLOW"
+		}
+		if st.DryRun {
+			sv.Label += " (dry run)"
+		}
+		for j, name := range st.Path {
+			h := pathHop{Name: orDash(name)}
+			switch {
+			case j == len(st.Path)-1:
+				h.Class = "target allowed"
+				if !st.Allow {
+					h.Class = "target denied"
+				}
+			case j == len(st.Path)-2:
+				h.Class = "caller"
+			case j == 0 && name == d.Initiator:
+				h.Class = "user"
+			}
+			sv.Path = append(sv.Path, h)
+		}
+		after := ""
+		if st.After > 0 {
+			after = fmt.Sprintf("after step %d (%s)", st.After, map[string]string{JoinedParent: "its inbound decision", JoinedCall: "the call it decides"}[st.Joined])
+		}
+		sv.Details = nonEmpty("decision "+st.DecisionID, st.DecisionID, after, after, st.Where(), "y",
+			"policy "+st.PolicyRevision, st.PolicyRevision, st.Mode, st.Mode)
+		v.Steps = append(v.Steps, sv)
+	}
+	return v
 }
 
 func partyRows(ps []Party, prefix string, ids idSet) ([]partyRow, int) {

@@ -67,6 +67,10 @@ type Caller struct {
 	Scopes        []string `json:"scopes,omitempty"`
 	// Chain is the delegation chain, oldest hop first, the caller itself excluded.
 	Chain []string `json:"delegation_chain,omitempty"`
+	// ChainID is the delegation's chain id: the token's txn claim (the JWT
+	// transaction identifier of RFC 8417), which every token exchange of one
+	// delegation keeps; "" when the credential names none.
+	ChainID string `json:"chain_id,omitempty"`
 	// Classification is the highest data classification the credential allows
 	// (public|internal|confidential|restricted), or "" when it names none.
 	Classification string `json:"classification,omitempty"`

@@ -270,6 +270,9 @@ func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int,
 	if c.Tenant, err = stringClaim(claims, iss.tenantClaim); err != nil {
 		return Caller{}, err
 	}
+	if c.ChainID, err = stringClaim(claims, "txn"); err != nil {
+		return Caller{}, err
+	}
 	if c.Scopes, err = iss.scopes(claims); err != nil {
 		return Caller{}, err
 	}

@@ -131,6 +131,19 @@ func TestJWT(t *testing.T) {
 					t.Errorf("classification = %q", c.Classification)
 				}
 			}},
+		{"txn is the chain id", rsaKey.sign(t, with(func(c map[string]any) { c["txn"] = "q3Zr8sXyT1m0cV2bNf7LkA" })), nil,
+			func(t *testing.T, c Caller) {
+				if c.ChainID != "q3Zr8sXyT1m0cV2bNf7LkA" {
+					t.Errorf("chain id = %q", c.ChainID)
+				}
+			}},
+		{"no txn: no chain id", rsaKey.sign(t, claimsAt(now)), nil,
+			func(t *testing.T, c Caller) {
+				if c.ChainID != "" {
+					t.Errorf("chain id = %q", c.ChainID)
+				}
+			}},
+		{"txn is a number", rsaKey.sign(t, with(func(c map[string]any) { c["txn"] = 7 })), ErrClaimType, nil},
 		{"classification unknown", rsaKey.sign(t, with(func(c map[string]any) { c["classification"] = "top-secret" })), ErrClaimType, nil},
 		{"classification a number", rsaKey.sign(t, with(func(c map[string]any) { c["data_classification"] = 3 })), ErrClaimType, nil},
 		{"exp a string", rsaKey.sign(t, with(func(c map[string]any) { c["exp"] = "tomorrow" })), ErrClaimType, nil},

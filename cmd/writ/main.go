@@ -36,7 +36,8 @@ Usage:
   writ inspect -file req.http             show the internal request a policy sees (or the protocol error)
   writ eval -request req.http             one request through identity and the policy: input and decision
   writ policy test [-v] [DIR...]          run the policies' Rego tests through the embedded engine
-  writ report -log FILE [-o out.html]     render a decision log as a self-contained HTML page
+  writ report -log FILE [-o out.html]     render decision logs as a self-contained HTML page (-chain ID: one delegation)
+  writ report -verify [-key PUB] LOG...   check decision logs' digest chain and signed checkpoints
   writ version                            print the version, commit and build time
 
 Run "writ <command> -h" for a command's flags.

@@ -5,56 +5,84 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
+	"github.com/writ-authz/writ/decisionlog"
 	"github.com/writ-authz/writ/report"
 )
 
-// reportCmd runs `writ report -log FILE [-context ID] [-title T] [-o out.html]`:
-// one self-contained HTML page of a decision log, on stdout unless -o names a
-// file. Exit 2 on usage, 1 when the log cannot be read or parsed.
+// logList is a repeatable -log flag.
+type logList []string
+
+func (l *logList) String() string { return strings.Join(*l, ",") }
+
+func (l *logList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// reportCmd runs `writ report -log FILE... [LOG...] [-context ID] [-chain ID]
+// [-text] [-title T] [-o out.html]`: one self-contained HTML page of the
+// decision logs (or, with -text, one delegation's story or the list of
+// delegations), on stdout unless -o names a file; and `writ report -verify
+// [-key FILE] [-closed] LOG...`. Exit 2 on usage, 1 when a log cannot be
+// read or parsed, or does not verify.
 func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := newFlags("report", "writ report -log FILE [-context ID] [-title TEXT] [-o out.html]",
-		"Renders a decision log (JSON lines) as one HTML page that fetches nothing.")
-	logPath := fs.String("log", "", "the decision log to read, JSON lines (- for stdin)")
+	fs := newFlags("report", "writ report -log FILE... [LOG...] [-context ID] [-chain ID] [-text] [-title TEXT] [-o out.html]\n"+
+		"       writ report -verify [-key pub.pem|jwks.json] [-closed] LOG...",
+		"Renders decision logs (JSON lines; several writs' logs, or one writ's rotated files) as one HTML page that\n"+
+			"fetches nothing, or with -chain the story of one delegation across them. -verify checks each log's digest\n"+
+			"chain and signed checkpoints across its rotated files, and names the first line that does not verify.")
+	var logs logList
+	fs.Var(&logs, "log", "a decision log to read, JSON lines (- for stdin); repeat it, or name the logs as arguments")
 	contextID := fs.String("context", "", "also tell the story of this context_id: delegation chains, task states, every event")
+	chain := fs.String("chain", "", "also tell the story of this chain_id: every writ's ingress and egress decisions of one delegation, in order")
+	text := fs.Bool("text", false, "write text instead of the page: the -chain story, or the list of delegations")
 	title := fs.String("title", "", "the page's title (default \"writ decision report\")")
 	out := fs.String("o", "", "write the page to this file instead of stdout")
+	verify := fs.Bool("verify", false, "verify the logs' digest chain and checkpoints instead of rendering them")
+	key := fs.String("key", "", "with -verify: the checkpoints' public key, a PEM PUBLIC KEY or a JWKS file")
+	closed := fs.Bool("closed", false, "with -verify: also fail a log that does not end with writ's closing checkpoint")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "writ report: unexpected argument %q\n", fs.Arg(0))
+	paths := append(logs, fs.Args()...)
+	if len(paths) == 0 {
+		fmt.Fprintln(stderr, "writ report: -log is required (or name the logs as arguments)")
 		fs.Usage()
 		return 2
 	}
-	if *logPath == "" {
-		fmt.Fprintln(stderr, "writ report: -log is required")
-		fs.Usage()
+	if *verify {
+		return verifyLogs(paths, *key, *closed, stdout, stderr)
+	}
+	if *key != "" || *closed {
+		fmt.Fprintln(stderr, "writ report: -key and -closed go with -verify")
 		return 2
 	}
-
-	in, name := stdin, "stdin"
-	if *logPath != "-" {
-		f, err := os.Open(*logPath)
-		if err != nil {
-			fmt.Fprintf(stderr, "writ report: %v\n", err)
-			return 1
-		}
-		defer f.Close()
-		in, name = f, *logPath
-	}
-	sum, err := report.Read(in)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ report: %s: %v\n", name, err)
-		return 1
+	sum, names, code := readLogs(paths, stdin, stderr)
+	if code != 0 {
+		return code
 	}
 	if *contextID != "" && len(sum.Context(*contextID)) == 0 {
-		fmt.Fprintf(stderr, "writ report: %s: no event has context_id %q\n", name, *contextID)
+		fmt.Fprintf(stderr, "writ report: %s: no event has context_id %q\n", names, *contextID)
+		return 1
+	}
+	if *chain != "" && sum.Delegation(*chain) == nil {
+		fmt.Fprintf(stderr, "writ report: %s: no decision has chain_id %q\n", names, *chain)
 		return 1
 	}
 
 	var page bytes.Buffer
-	if err := report.Render(&page, sum, report.Options{Context: *contextID, Title: *title}); err != nil {
+	var err error
+	switch {
+	case *text && *chain != "":
+		err = report.WriteStory(&page, sum.Delegation(*chain))
+	case *text:
+		err = report.WriteDelegations(&page, sum.Delegations())
+	default:
+		err = report.Render(&page, sum, report.Options{Context: *contextID, Chain: *chain, Title: *title})
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "writ report: %v\n", err)
 		return 1
 	}
@@ -70,6 +98,108 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "writ report: %d decisions (%d allowed, %d denied) from %s written to %s\n",
-		sum.Totals.Decisions, sum.Totals.Allowed, sum.Totals.Denied, name, *out)
+		sum.Totals.Decisions, sum.Totals.Allowed, sum.Totals.Denied, names, *out)
 	return 0
+}
+
+// readLogs reads the logs named ("-" is stdin, once); names is how
+// messages name them.
+func readLogs(paths []string, stdin io.Reader, stderr io.Writer) (*report.Summary, string, int) {
+	var srcs []report.Source
+	stdinUsed := false
+	for _, p := range paths {
+		if p == "-" {
+			if stdinUsed {
+				fmt.Fprintln(stderr, "writ report: stdin (-) named twice")
+				return nil, "", 2
+			}
+			stdinUsed = true
+			srcs = append(srcs, report.Source{Name: "stdin", R: stdin})
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			fmt.Fprintf(stderr, "writ report: %v\n", err)
+			return nil, "", 1
+		}
+		defer f.Close()
+		srcs = append(srcs, report.Source{Name: p, R: f})
+	}
+	names := make([]string, len(srcs))
+	for i, s := range srcs {
+		names[i] = s.Name
+	}
+	sum, err := report.ReadLogs(srcs...)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ report: %v\n", err)
+		return nil, "", 1
+	}
+	return sum, strings.Join(names, ", "), 0
+}
+
+// verifyLogs runs writ report -verify: one "ok:" line per log (its files in
+// chain order), its notes, or the first line that does not verify.
+func verifyLogs(paths []string, keyFile string, closed bool, stdout, stderr io.Writer) int {
+	var keys *decisionlog.Keys
+	if keyFile != "" {
+		k, err := decisionlog.LoadKeys(keyFile)
+		if err != nil {
+			fmt.Fprintf(stderr, "writ report: -key: %v\n", err)
+			return 2
+		}
+		keys = k
+	}
+	for _, p := range paths {
+		if p == "-" {
+			fmt.Fprintln(stderr, "writ report: -verify reads files (their order and ends matter), not stdin")
+			return 2
+		}
+	}
+	v, err := decisionlog.Verify(paths, keys)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ report: %v\n", err)
+		return 1
+	}
+	failed := false
+	for _, s := range v.Sequences {
+		if s.Failed {
+			continue
+		}
+		fmt.Fprintf(stdout, "ok: %d lines, %d checkpoints%s; %s; files: %s\n", s.Lines, s.Checkpoints, lastCheckpoint(s),
+			signatures(s, keys != nil), strings.Join(s.Files, ", "))
+		for _, n := range s.Notes {
+			fmt.Fprintf(stdout, "  note: %s\n", n)
+		}
+		if closed && !s.Closed {
+			fmt.Fprintf(stdout, "FAIL: %s: the log does not end with writ's closing checkpoint (-closed)\n", s.Files[len(s.Files)-1])
+			failed = true
+		}
+	}
+	if v.Failure != nil {
+		fmt.Fprintf(stdout, "FAIL: %s: %s\n", v.Failure.Position, v.Failure.Reason)
+		return 1
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+func lastCheckpoint(s decisionlog.Sequence) string {
+	if s.LastCheckpointAt == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", last checkpoint at line %d (%s)", s.LastCheckpointAt, s.LastCheckpoint)
+}
+
+func signatures(s decisionlog.Sequence, checked bool) string {
+	switch {
+	case s.Checkpoints == 0:
+		return "no checkpoint"
+	case checked:
+		return fmt.Sprintf("%d signatures verified", s.Signed)
+	case s.Signed > 0:
+		return "signatures not checked (no -key)"
+	}
+	return "checkpoints unsigned"
 }

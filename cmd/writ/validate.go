@@ -19,6 +19,7 @@ import (
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/decisionlog"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -70,6 +71,11 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		return v.done(stdout, "")
 	}
 	defer res.Close()
+	if k := cfg.DecisionLog.SigningKeyFile; k != "" {
+		if _, err := decisionlog.LoadSigner(k); err != nil {
+			v.errorf(cfg.Line("decision_log.signing_key_file"), "decision_log.signing_key_file", "%v", err)
+		}
+	}
 	if !*offline {
 		v.jwksURLs(ctx)
 	}

@@ -74,6 +74,10 @@ type Caller struct {
 	// Classification is the highest data classification the credential allows
 	// (public|internal|confidential|restricted), or "" when it names none.
 	Classification string `json:"classification,omitempty"`
+	// Hops is the authority each actor of the delegation chain held when it
+	// delegated, oldest first, the caller last (Chain, then AgentID), where
+	// the token's act claims carry it; nil when they carry none.
+	Hops []Hop `json:"hops,omitempty"`
 	// Claims are the verified JWT claims, for policies; nil for other methods.
 	Claims map[string]any `json:"claims,omitempty"`
 	// Expires is when the credential stops being valid; zero when not applicable.
@@ -85,6 +89,18 @@ type Caller struct {
 	// mean equal claims; equal claims may have two digests (a cache miss, never
 	// a wrong hit). Zero means not computed. A Caller from Identify is read-only.
 	ClaimsDigest [sha256.Size]byte `json:"-"`
+}
+
+// Hop is what one actor of a delegation chain was granted: the scope, tenant
+// and classification ceiling of the token it received, as the act claim that
+// names it records them. A field is empty where the act claim has none;
+// HasScopes tells an empty scope from one not recorded.
+type Hop struct {
+	AgentID        string   `json:"agent_id"`
+	Scopes         []string `json:"scopes,omitempty"`
+	HasScopes      bool     `json:"-"`
+	Tenant         string   `json:"tenant,omitempty"`
+	Classification string   `json:"classification,omitempty"`
 }
 
 // digestPayload is the ClaimsDigest of a verified JWS payload: the SHA-256 of

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -282,7 +283,52 @@ func (iss *jwtIssuer) caller(claims map[string]any, now time.Time, maxDepth int,
 	if c.AgentID, c.UserID, c.Chain, err = actors(claims, maxDepth); err != nil {
 		return Caller{}, err
 	}
+	if c.Hops, err = iss.hops(claims); err != nil {
+		return Caller{}, err
+	}
 	return c, nil
+}
+
+// hops reads the authority each actor of an RFC 8693 act chain held when it
+// delegated, where the act objects carry it (writ's STS writes scope, tenant
+// and classification into each, under the top level's claim names): oldest
+// first, the caller last, aligned with Chain and AgentID. A token without
+// act, or whose act objects carry none of them, has no hops. actors has
+// already bounded the nesting and checked every act.sub.
+func (iss *jwtIssuer) hops(claims map[string]any) ([]Hop, error) {
+	var out []Hop // outermost first
+	granted := false
+	for act, ok := claims["act"].(map[string]any); ok; act, ok = act["act"].(map[string]any) {
+		h := Hop{AgentID: act["sub"].(string)}
+		var err error
+		if h.Scopes, err = iss.scopes(act); err != nil {
+			return nil, fmt.Errorf("act of %s: %w", h.AgentID, err)
+		}
+		if h.Tenant, err = stringClaim(act, iss.tenantClaim); err != nil {
+			return nil, fmt.Errorf("act of %s: %w", h.AgentID, err)
+		}
+		if h.Classification, err = iss.classification(act); err != nil {
+			return nil, fmt.Errorf("act of %s: %w", h.AgentID, err)
+		}
+		h.HasScopes = hasAny(act, iss.scopeClaims)
+		granted = granted || h.HasScopes || h.Tenant != "" || h.Classification != ""
+		out = append(out, h)
+	}
+	if !granted {
+		return nil, nil
+	}
+	slices.Reverse(out)
+	return out, nil
+}
+
+// hasAny reports whether claims has any of names.
+func hasAny(claims map[string]any, names []string) bool {
+	for _, n := range names {
+		if _, ok := claims[n]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // checkAudience accepts an aud claim that names one of accepted.

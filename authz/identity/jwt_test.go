@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,34 @@ func TestJWT(t *testing.T) {
 				}
 			}},
 		{"scp has a number", rsaKey.sign(t, with(func(c map[string]any) { delete(c, "scope"); c["scp"] = []any{"a", 1} })), ErrClaimType, nil},
+		{"act without grants has no hops", rsaKey.sign(t, claimsAt(now)), nil, func(t *testing.T, c Caller) {
+			if c.Hops != nil {
+				t.Errorf("hops = %+v", c.Hops)
+			}
+		}},
+		{"act with grants", rsaKey.sign(t, with(func(c map[string]any) {
+			c["act"] = map[string]any{"sub": "payments-investigator", "scope": "delegate", "tenant": "wholesale", "classification": "internal",
+				"act": map[string]any{"sub": "orchestrator", "scope": []any{"delegate", "pay"}, "classification": "restricted"}}
+		})), nil, func(t *testing.T, c Caller) {
+			want := []Hop{{AgentID: "orchestrator", Scopes: []string{"delegate", "pay"}, HasScopes: true, Classification: "restricted"},
+				{AgentID: "payments-investigator", Scopes: []string{"delegate"}, HasScopes: true, Tenant: "wholesale", Classification: "internal"}}
+			if fmt.Sprint(c.Hops) != fmt.Sprint(want) || !slices.Equal(c.Chain, []string{"orchestrator"}) || c.AgentID != "payments-investigator" {
+				t.Errorf("hops = %+v, chain %q, agent %q", c.Hops, c.Chain, c.AgentID)
+			}
+		}},
+		{"act granting an empty scope", rsaKey.sign(t, with(func(c map[string]any) {
+			c["act"] = map[string]any{"sub": "payments-investigator", "scope": ""}
+		})), nil, func(t *testing.T, c Caller) {
+			if len(c.Hops) != 1 || !c.Hops[0].HasScopes || len(c.Hops[0].Scopes) != 0 {
+				t.Errorf("hops = %+v", c.Hops)
+			}
+		}},
+		{"act with an unknown ceiling", rsaKey.sign(t, with(func(c map[string]any) {
+			c["act"] = map[string]any{"sub": "payments-investigator", "classification": "secret"}
+		})), ErrClaimType, nil},
+		{"act with a numeric tenant", rsaKey.sign(t, with(func(c map[string]any) {
+			c["act"] = map[string]any{"sub": "payments-investigator", "tenant": 7}
+		})), ErrClaimType, nil},
 		{"act is a string", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = "orchestrator" })), ErrClaimType, nil},
 		{"act.sub is a number", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = map[string]any{"sub": 1} })), ErrClaimType, nil},
 		{"act nested 100 deep", rsaKey.sign(t, with(func(c map[string]any) { c["act"] = nest(100) })), ErrChainTooDeep, nil},

@@ -71,10 +71,10 @@ test:
 	@CI_OUT=$(CI_OUT) GOTESTSUM=$(GOTESTSUM) bash .ci/summary
 
 # The interop matrix (internal/interop): the SDK clients × the agents × writ's
-# front doors, through the built writ serve; rewrites README's interop block
+# front doors, through the built writ serve; rewrites docs/interop.md's block
 # with this run's table (make test runs the same matrix without rewriting).
 interop: deps test-deps
-	INTEROP_README=$(CURDIR)/README.md $(GO) test -count=1 -run 'TestInteropMatrix' ./internal/interop
+	INTEROP_DOC=$(CURDIR)/docs/interop.md $(GO) test -count=1 -run 'TestInteropMatrix' ./internal/interop
 
 # The soak (internal/soak): a fixed-rate mixed workload against the built writ
 # serve for SOAK (default 30m; SOAK=60s for the short one), sampled every

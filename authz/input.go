@@ -18,7 +18,7 @@ import (
 const InputVersion = "writ/v1"
 
 // Input is the writ/v1 policy input. Its JSON field names are the policy contract
-// (README "Policy input"); Value converts it to an OPA value without a JSON round
+// (docs/policy-input.md); Value converts it to an OPA value without a JSON round
 // trip, and a test keeps the two in step.
 type Input struct {
 	Version   string        `json:"version"`

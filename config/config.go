@@ -17,7 +17,7 @@ import (
 )
 
 // Config is the whole configuration file (writ.yaml). Every key is documented in
-// README "Configuration" with its default.
+// docs/configuration.md with its default.
 type Config struct {
 	// Listen is the sidecar's address (default 127.0.0.1:8080).
 	Listen string `yaml:"listen"`
@@ -91,8 +91,8 @@ func (c *Config) AdminLoopback() bool {
 func (c *Config) EmbeddedPolicies() bool { return len(c.Policies) == 0 }
 
 // Envoy configures Envoy mode: the ext_authz v3 servers and the ext_proc server
-// that make the sidecar's decisions for an Envoy in front of the agents (README
-// "Envoy mode").
+// that make the sidecar's decisions for an Envoy in front of the agents
+// (docs/envoy.md).
 type Envoy struct {
 	// GRPCListen is the address of the gRPC ext_authz server
 	// (envoy.service.auth.v3.Authorization/Check); empty is off.
@@ -135,7 +135,7 @@ type Envoy struct {
 	// bounded per event (limits.max_event_bytes), not here.
 	MaxResponseBytes int64 `yaml:"max_response_bytes"`
 	// RequireRouteName (default true) refuses a request from Envoy whose route
-	// names no agent (writ-agent, README "Envoy mode"): Envoy chose the agent
+	// names no agent (writ-agent, docs/envoy.md): Envoy chose the agent
 	// it forwards to, so writ decides for that agent and never re-derives it
 	// from bytes Envoy's router may have read differently. Off, a request
 	// without the name is routed by writ itself, and only when its raw path
@@ -265,7 +265,7 @@ type Lifecycle struct {
 	RetiredIDs RetiredIDs `yaml:"retired_ids"`
 }
 
-// RetiredIDs sizes the retired-id set (README "State"): a Bloom filter,
+// RetiredIDs sizes the retired-id set (docs/state.md, "Retired ids"): a Bloom filter,
 // about 39 bits an id at the default rate (4.8 MB for a million ids).
 type RetiredIDs struct {
 	// Capacity is how many ids (tasks and contexts) the set holds at

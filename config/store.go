@@ -25,7 +25,7 @@ const (
 )
 
 // Store configures the lifecycle store: where task records, context owners,
-// pending push deliveries and followed tasks are kept (README "State").
+// pending push deliveries and followed tasks are kept (docs/state.md).
 // lifecycle.max_tasks, max_tasks_per_owner and ttl and push.max_configs_* bound
 // every kind.
 type Store struct {

@@ -25,6 +25,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/writ-authz/writ/internal/kubecheck"
+	"github.com/writ-authz/writ/internal/mdlinks"
 	"github.com/writ-authz/writ/metrics"
 )
 
@@ -436,12 +437,12 @@ func TestAlertRules(t *testing.T) {
 		if len(checkExpr(t, where, r.Expr)) == 0 && !strings.HasPrefix(strings.TrimSpace(r.Expr), "up{") {
 			t.Errorf("%s: reads no writ_ metric", where)
 		}
-		// A runbook in README for every alert: its heading is the alert's name.
-		anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], readmeURL+"#")
+		// A runbook for every alert: its heading is the alert's name.
+		anchor, ok := strings.CutPrefix(r.Annotations["runbook_url"], runbooksURL+"#")
 		if !ok || anchor != strings.ToLower(name) {
-			t.Errorf("%s: runbook_url %q, want %s#%s", where, r.Annotations["runbook_url"], readmeURL, strings.ToLower(name))
-		} else if !slices.Contains(readmeAnchors(t), anchor) {
-			t.Errorf("%s: README has no section #%s (a heading \"### %s\" under Runbooks)", where, anchor, name)
+			t.Errorf("%s: runbook_url %q, want %s#%s", where, r.Annotations["runbook_url"], runbooksURL, strings.ToLower(name))
+		} else if !slices.Contains(runbookAnchors(t), anchor) {
+			t.Errorf("%s: %s has no section #%s (a heading \"## %s\")", where, runbooksPage, anchor, name)
 		}
 	}
 	want := map[string]string{ // alert → a metric it must read
@@ -620,33 +621,20 @@ func decodeStrict(t *testing.T, path string, v any) {
 	}
 }
 
-// readmeURL is where the runbooks live (alert annotations link into it).
-const readmeURL = "https://github.com/writ-authz/writ/blob/main/README.md"
+// runbooksPage is the page of the runbooks, from this directory, and
+// runbooksURL where it is published (alert annotations link into it).
+const (
+	runbooksPage = "../docs/runbooks.md"
+	runbooksURL  = "https://github.com/writ-authz/writ/blob/main/docs/runbooks.md"
+)
 
-// readmeAnchors are the anchors of README's headings as GitHub makes them
-// (lower case, spaces to dashes, punctuation dropped).
-func readmeAnchors(t *testing.T) []string {
+// runbookAnchors are the anchors of the runbooks page's headings as GitHub
+// makes them (mdlinks: the rule the documents' link test uses too).
+func runbookAnchors(t *testing.T) []string {
 	t.Helper()
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile(runbooksPage)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, line := range strings.Split(string(raw), "\n") {
-		h := strings.TrimLeft(line, "#")
-		if h == line || !strings.HasPrefix(h, " ") {
-			continue
-		}
-		var b strings.Builder
-		for _, r := range strings.ToLower(strings.TrimSpace(h)) {
-			switch {
-			case r == ' ':
-				b.WriteRune('-')
-			case r == '-' || r == '_' || 'a' <= r && r <= 'z' || '0' <= r && r <= '9':
-				b.WriteRune(r)
-			}
-		}
-		out = append(out, b.String())
-	}
-	return out
+	return mdlinks.Anchors(raw)
 }

@@ -1,7 +1,8 @@
 // Package events is what writ's admission core tells its observers: one value
-// per decision, request answered, lifecycle change and push attempt. It is a
-// leaf: the core emits events, and metrics, the decision log and the admin API
-// consume them without importing the core.
+// per decision, request answered, lifecycle change, push attempt and token
+// exchange. It is a leaf: the core emits events, and the metrics and the
+// decision log consume them without importing the core (the report reads the
+// decision log; the admin API reads the engine and the store, not events).
 package events
 
 import (

@@ -1,4 +1,5 @@
-// Package proxy is writ's admission core and its front doors.
+// Package proxy is writ's admission core and its sidecar front door (the
+// Envoy doors are proxy/extproc and proxy/extauthz).
 //
 // Every request, whatever door it came through, is one call of Core.Admit:
 // limits → adapter parse → identity → lifecycle record → policy decision (with
@@ -7,8 +8,14 @@
 // push-config operation) or forward (a Plan) — and each front door is a thin
 // mapping of it: the Sidecar (this package) writes the answer or forwards the
 // request and feeds the agent's answers back through the Plan, which records
-// them in the lifecycle store and notifies push callbacks; Envoy's ext_authz
-// (proxy/extauthz) maps the Outcome to a CheckResponse.
+// them in the lifecycle store and notifies push callbacks; Envoy's ext_proc
+// (proxy/extproc) maps it to an ImmediateResponse or mutations and feeds the
+// answers Envoy shows it through the Plan the same way; Envoy's ext_authz
+// (proxy/extauthz) maps it to a CheckResponse and sees no answers.
+//
+// The lifecycle law (lifecycle.go: no message to, no cancel of, a task in a
+// terminal state) runs in Admit after the decision, for every door alike, so
+// a caller who may not see a task learns nothing of its state.
 package proxy
 
 import (

@@ -20,7 +20,7 @@ import (
 	"github.com/writ-authz/writ/internal/leakcheck"
 )
 
-// Fault tests of the upstream (FAULTS in README): an agent killed in the middle
+// Fault tests of the upstream (docs/soak-and-faults.md): an agent killed in the middle
 // of a stream, an agent too slow to answer, an agent answering garbage or an
 // endless SSE line. Each runs the sidecar in front of the faulty agent and a
 // healthy one with steady traffic to the healthy one throughout, and checks:

@@ -43,7 +43,7 @@ import (
 // "miss" puts each request in a new context, so the decision cache cannot
 // answer (the policy is evaluated); "hit" repeats the request (answered from
 // the cache). Compare each store's ns/op with memory's in the same run:
-// README "State" records the ratios.
+// docs/state.md ("Cost on the allow path") records the ratios.
 
 // fixture is the body of a request or response file of testdata.
 func fixture(b *testing.B, name string) []byte {

@@ -20,7 +20,7 @@ import (
 // config. writ stops accepting at once (a new connection is refused), lets
 // the open stream run to its end, delivers the notification of the task's
 // last state, flushes the decision log (the stream's decision and the task's
-// last change are in the file), and exits 0 — the README's "SIGTERM stops
+// last change are in the file), and exits 0 — docs/operations.md's "SIGTERM stops
 // accepting, lets in-flight requests and streams finish (30 s), drains the
 // push queue and flushes the decision log".
 func TestShutdownDrains(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 	"github.com/writ-authz/writ/internal/writproc"
 )
 
-// The fault tests of `writ serve` (FAULTS in README) run it as a child — this
+// The fault tests of `writ serve` (docs/soak-and-faults.md) run it as a child — this
 // test binary re-executed as writ (see TestMain), so in `make test` the child
 // has the race detector too — in front of the seed's a2a-go agent, with
 // steady traffic, and read it as an operator would: its answers, /metrics,

@@ -53,36 +53,44 @@ func flagsOf(t *testing.T, cmd string) map[string]bool {
 	return flags
 }
 
-// TestREADMEFlagSpelling: every `writ CMD -flag` README shows is a flag the
-// command has, spelt as its usage spells it (one dash); README and the usage
-// texts never write a writ flag with two dashes.
+// TestREADMEFlagSpelling: every `writ CMD -flag` README and the pages of
+// docs/ show is a flag the command has, spelt as its usage spells it (one
+// dash); the documents and the usage texts never write a writ flag with two
+// dashes.
 func TestREADMEFlagSpelling(t *testing.T) {
-	raw, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+	pages, err := filepath.Glob("../../docs/*.md")
+	if err != nil || len(pages) == 0 {
+		t.Fatalf("no pages under docs/ (%v)", err)
 	}
-	readme := string(raw)
 	known := map[string]map[string]bool{}
 	for _, cmd := range commands {
 		known[cmd] = flagsOf(t, cmd)
+		known[cmd]["h"] = true // every command takes -h (TestHelpExitsZero)
 	}
 	cmdRE := regexp.MustCompile(`writ (dev token|dev jwks|policy test|serve|validate|sts|demo|inspect|eval|report|version)\b([^\n` + "`" + `|]*)`)
 	flagRE := regexp.MustCompile(`(?:^|[\s\[(])(-{1,2})([a-z][a-z-]*)`)
 	checked := 0
-	for _, m := range cmdRE.FindAllStringSubmatch(readme, -1) {
-		for _, f := range flagRE.FindAllStringSubmatch(m[2], -1) {
-			if f[1] == "--" {
-				t.Errorf("README: writ %s %s%s: one dash, as the usage spells it", m[1], f[1], f[2])
-				continue
+	for _, page := range append([]string{"../../README.md"}, pages...) {
+		raw, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := strings.TrimPrefix(page, "../../")
+		for _, m := range cmdRE.FindAllStringSubmatch(string(raw), -1) {
+			for _, f := range flagRE.FindAllStringSubmatch(m[2], -1) {
+				if f[1] == "--" {
+					t.Errorf("%s: writ %s %s%s: one dash, as the usage spells it", name, m[1], f[1], f[2])
+					continue
+				}
+				if !known[m[1]][f[2]] {
+					t.Errorf("%s: writ %s -%s: not a flag of writ %s (it has %v)", name, m[1], f[2], m[1], known[m[1]])
+				}
+				checked++
 			}
-			if !known[m[1]][f[2]] {
-				t.Errorf("README: writ %s -%s: not a flag of writ %s (it has %v)", m[1], f[2], m[1], known[m[1]])
-			}
-			checked++
 		}
 	}
 	if checked < 10 {
-		t.Errorf("only %d flags found in README: is the pattern stale?", checked)
+		t.Errorf("only %d flags found in README and docs/: is the pattern stale?", checked)
 	}
 	if strings.Contains(usage, " --") {
 		t.Errorf("writ's usage writes a flag with two dashes:\n%s", usage)

@@ -241,7 +241,7 @@ func routeMatch(rt *routev3.Route) string {
 }
 
 // routingProblems lists what lets Envoy and writ disagree on the agent of a
-// request (README "Envoy mode"): the connection manager must normalise the
+// request (docs/envoy.md): the connection manager must normalise the
 // path and host; every virtual host must match its domains on any port (writ
 // ignores the port); every route must match a writ route plainly and name
 // its agent to writ — writ-agent in the ext_authz context_extensions, in the
@@ -528,7 +528,7 @@ func TestEveryFile(t *testing.T) {
 		p := parts(t, loadEnvoy(t, f))
 		checkRoute(t, p, cfg)
 		if p.extAuthz != nil && p.extProc != nil {
-			t.Errorf("%s runs ext_authz and ext_proc: ext_proc alone decides and sees answers (README)", f)
+			t.Errorf("%s runs ext_authz and ext_proc: ext_proc alone decides and sees answers (docs/envoy.md)", f)
 		}
 	}
 }

@@ -71,7 +71,7 @@ func (sidecarDoor) start(t *testing.T, w *world) *running {
 // body, raw headers, then the router): an allowed request goes to the agent
 // with writ's header mutations, anything else is writ's own answer. Envoy
 // mode sees no answers, so follow-ups are decided with
-// lifecycle.unknown_tasks: allow, as README says an ext_authz-only
+// lifecycle.unknown_tasks: allow, as docs/interop.md says an ext_authz-only
 // deployment must.
 type extAuthzDoor struct{}
 

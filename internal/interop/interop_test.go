@@ -32,8 +32,8 @@ const maxParallel = 4
 // the SDK's own calls must succeed and return what the agent does, and
 // writ's decision log must hold an allowed decision for each request (plus,
 // where writ sees answers, the task's final state and the push delivery).
-// With INTEROP_README=<path> it rewrites the marked block of that file with
-// the table (make interop).
+// With INTEROP_DOC=<path> it rewrites the marked block of that file with the
+// table (make interop: docs/interop.md).
 func TestInteropMatrix(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the interop matrix starts real agents and writ processes")
@@ -112,7 +112,7 @@ func TestInteropMatrix(t *testing.T) {
 	}}
 	pass, fail, na := m.Counts()
 	t.Logf("interop matrix: %d pass, %d fail, %d N/A, in %s\n%s", pass, fail, na, time.Since(started).Round(time.Millisecond), m.Markdown())
-	if path := os.Getenv("INTEROP_README"); path != "" {
+	if path := os.Getenv("INTEROP_DOC"); path != "" {
 		if err := RewriteBlock(path, m.Markdown()); err != nil {
 			t.Fatalf("rewrite %s: %v", path, err)
 		}

@@ -2,7 +2,7 @@
 // writ's front doors, for every operation a caller can ask, each cell run
 // through the built `writ serve` and checked by the SDK's own client calls and
 // by writ's decision log. The matrix itself is the test (interop_test.go);
-// this file is its result model and the README block it renders
+// this file is its result model and the block of docs/interop.md it renders
 // (`make interop` rewrites the block between BlockBegin and BlockEnd).
 package interop
 
@@ -92,7 +92,7 @@ func (r Row) allNA() bool {
 	return true
 }
 
-// Markers of the README block `make interop` rewrites.
+// Markers of the block of docs/interop.md that `make interop` rewrites.
 const (
 	BlockBegin = "<!-- interop:begin -->"
 	BlockEnd   = "<!-- interop:end -->"
@@ -194,7 +194,7 @@ func SortRows(rows []Row, doors, clients, agents []string) {
 // RewriteBlock replaces what lies between BlockBegin and BlockEnd in the file
 // at path with body; both markers must be there, once each.
 func RewriteBlock(path, body string) error {
-	raw, err := os.ReadFile(path) //nolint:gosec // the README make interop names (INTEROP_README)
+	raw, err := os.ReadFile(path) //nolint:gosec // the page make interop names (INTEROP_DOC)
 	if err != nil {
 		return err
 	}

@@ -453,7 +453,7 @@ func Store(t testing.TB, s *Sidecar) {
 				if v.EmptyDir.Medium != "" {
 					t.Errorf("%s: volume %s is on medium %q: fsyncs on tmpfs keep nothing, and it counts as memory", s.Source, v.Name, v.EmptyDir.Medium)
 				}
-				// ~850 bytes per task on disk (README "State"), twice for bbolt's free pages.
+				// ~850 bytes per task on disk (docs/state.md), twice for bbolt's free pages.
 				if v.EmptyDir.SizeLimit == nil || v.EmptyDir.SizeLimit.Value() < int64(cfg.Lifecycle.MaxTasks)*850*2 {
 					t.Errorf("%s: volume %s: sizeLimit %v under twice %d tasks at ~850 bytes", s.Source, v.Name, v.EmptyDir.SizeLimit, cfg.Lifecycle.MaxTasks)
 				}

@@ -47,7 +47,7 @@ const (
 // TestSoak runs the soak for $SOAK (a duration; unset: skipped) at
 // $SOAK_RATE requests per second (default 50) and writes soak.csv, soak.png
 // and summary.md to $SOAK_OUT (default a temporary directory). See
-// package doc and README ("Soak").
+// package doc and docs/soak-and-faults.md.
 func TestSoak(t *testing.T) {
 	if dir := os.Getenv("SOAK_RENDER"); dir != "" {
 		render(t, dir)

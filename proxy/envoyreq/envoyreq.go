@@ -22,7 +22,7 @@ import (
 )
 
 // RouteKey names the agent Envoy routed a request to, set per route in
-// Envoy's config (README "Envoy mode"): the ext_authz context extension
+// Envoy's config (docs/envoy.md): the ext_authz context extension
 // (ExtAuthzPerRoute.check_settings.context_extensions), the initial metadata
 // of the ext_proc stream (ExtProcPerRoute.overrides.grpc_initial_metadata),
 // and the header of an HTTP ext_authz check

@@ -22,7 +22,7 @@
 //     event-aligned output replaces each chunk.
 //
 // What happens when Envoy's processing mode or message timeout keeps a phase
-// from writ is in the README (Envoy mode, ext_proc): requests fail closed;
+// from writ is in docs/envoy.md (ext_proc): requests fail closed;
 // answers writ cannot read lose what the sidecar does with them.
 package extproc
 

@@ -170,8 +170,9 @@ func TestSpells(t *testing.T) {
 
 // TestProtocolsReachedThroughTheTable: a protocol's package (adapters/a2a,
 // adapters/acp: what package adapters imports besides the shared wire and
-// names) is imported by adapters/ alone; everyone else reaches a protocol
-// through the table. The exceptions say why.
+// names) sees the kernel and wire only, and is imported by adapters/ alone;
+// everyone else reaches a protocol through the table. The exceptions say
+// why.
 func TestProtocolsReachedThroughTheTable(t *testing.T) {
 	cmd := exec.Command("go", "list", "-json", "./...")
 	cmd.Dir = "../.."
@@ -199,6 +200,14 @@ func TestProtocolsReachedThroughTheTable(t *testing.T) {
 	}
 	if len(protocolPkgs) < 2 {
 		t.Fatalf("package adapters imports the protocols %v: too few for this test to mean anything", protocolPkgs)
+	}
+	deps := list(t)
+	for _, p := range protocolPkgs {
+		for _, d := range ours(deps[p]) {
+			if d != "task" && d != "adapters/wire" && d != "internal/jsonkeys" {
+				t.Errorf("%s imports %s: a protocol's adapter sees the kernel and wire only", p, d)
+			}
+		}
 	}
 	allowed := map[string]string{
 		"internal/demo": "the demo narrates what an A2A client reads (adapters/a2a's error codes and task parser)",

@@ -203,7 +203,8 @@ func Directory(method, path string) (CardRenderer, bool) {
 }
 
 // Route is the edges of one protected agent: the edge of its configured
-// protocol, or for an auto route every protocol's, picked per request.
+// protocol, or for an auto route every protocol's, picked per request. The
+// edges are built once, by NewRoute (the zero Route has none).
 type Route struct {
 	fixed    Edge            // the configured protocol's; nil on an auto route
 	segments map[string]Edge // auto: the edge of a first path segment

@@ -110,10 +110,25 @@ func TestNoProtocolVocabularyOutsideAdapters(t *testing.T) {
 		}
 		checked++
 		imports := map[*ast.BasicLit]bool{}
+		namesPkg := ""
 		for _, im := range f.Imports {
 			imports[im.Path] = true
+			if im.Path.Value == strconv.Quote(module+"/adapters/names") {
+				namesPkg = "names"
+				if im.Name != nil {
+					namesPkg = im.Name.Name
+				}
+			}
 		}
 		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok && namesPkg != "" {
+				// The names are the table's: only adapters.Register adds one.
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Add" {
+					if x, ok := sel.X.(*ast.Ident); ok && x.Name == namesPkg {
+						t.Errorf("%s:%d adds a protocol name: only adapters.Register does, with the protocol", rel, fset.Position(call.Pos()).Line)
+					}
+				}
+			}
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING || imports[lit] {
 				return true

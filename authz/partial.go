@@ -58,18 +58,6 @@ var unknownInput, unknownInputButOp = func() ([]*ast.Term, []*ast.Term) {
 	return all, butOp
 }()
 
-// operations are the operations a residual is built for (what the adapters
-// produce); any other operation string uses the target's residual without one.
-var operations = map[string]bool{}
-
-func init() {
-	for _, op := range []task.Operation{task.OpSend, task.OpStream, task.OpGet, task.OpList, task.OpCancel,
-		task.OpSubscribe, task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete, task.OpCard,
-		task.OpExtendedCard, task.OpDiscover} {
-		operations[string(op)] = true
-	}
-}
-
 // residualKey names a residual: a target digest and an operation ("" for the
 // residual with the operation unknown).
 type residualKey struct {
@@ -130,8 +118,8 @@ func (p *Policy) forTarget(ctx context.Context, t *InputTarget, op string, log *
 	if p.noPartial {
 		return nil
 	}
-	if !operations[op] {
-		op = ""
+	if !task.Operation(op).Known() {
+		op = "" // a residual is built per operation of task.Operations; any other uses the target's
 	}
 	k := residualKey{target: targetDigest(t), op: op}
 	p.targets.mu.Lock()

@@ -376,13 +376,7 @@ func unavailable() *task.Fault {
 	return task.NewFault(task.KindUnavailable, "the task lifecycle store is unavailable; retry later")
 }
 
-func isPushOp(op task.Operation) bool {
-	switch op {
-	case task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete:
-		return true
-	}
-	return false
-}
+func isPushOp(op task.Operation) bool { return op.PushConfig() }
 
 // Served reports a request a front door answered, to the events.
 func (c *Core) Served(ev events.Request) { c.events.Served(ev) }

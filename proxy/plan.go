@@ -87,7 +87,7 @@ func (c *Core) forward(x *exchange) Outcome {
 }
 
 // streams reports whether the operation answers with a stream.
-func streams(op task.Operation) bool { return op == task.OpStream || op == task.OpSubscribe }
+func streams(op task.Operation) bool { return op.Streams() }
 
 func joinPath(base, rest string) string {
 	if base == "" || base == "/" {

@@ -8,10 +8,10 @@
 //
 // It reads the declaration from source (go/parser), so it runs whatever state
 // the generated file is in: a member removed, the package no longer compiling
-// against the old output. authz runs it through `go generate` (./cmd); a test
-// there regenerates in memory and fails when the checked-in file is stale, so
-// a member added without regenerating fails the build's tests, not a policy
-// in production.
+// against the old output. authz runs it through `go generate` (./cmd), and
+// authz's TestFieldsGenerated regenerates in memory and fails when the
+// checked-in file is stale, so a member added without regenerating fails the
+// build's tests, not a policy in production.
 //
 // The generated code calls helpers the package it is written into provides:
 //

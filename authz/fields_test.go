@@ -93,6 +93,13 @@ func inputTable(t *testing.T) table[Input] {
 // is delivered by the value pruned to a path that reads it, and changes the
 // key of that path when it changes; the key stays the same only when the
 // value the path reads does (the cache never answers for another input).
+//
+// Threat: a member the key leaves out, or the pruned input drops, lets the
+// decision cache answer one request with the decision made for another that
+// differs only there (another tenant, another scope), or hides from the
+// policy what it reads. Defence: the conversion, the pruning and the key are
+// generated from the one declaration of the input's types, and this test
+// checks every member declared, each time it runs.
 func TestFieldTable(t *testing.T) {
 	if !slices.Equal(sectionsInput, jsonNames(reflect.TypeFor[Input]())) {
 		t.Fatalf("sections %v", sectionsInput)

@@ -13,19 +13,30 @@ import (
 	"github.com/writ-authz/writ/task"
 )
 
+//go:generate go run ./internal/fieldgen/cmd -root Input -out fields_gen.go
+
 // InputVersion is the version of the policy input document. Change the document
 // only additively; compliance writes Rego against it.
 const InputVersion = "writ/v1"
 
 // Input is the writ/v1 policy input. Its JSON field names are the policy contract
-// (docs/policy-input.md); Value converts it to an OPA value without a JSON round
-// trip, and a test keeps the two in step.
+// (docs/policy-input.md). These types and their tags are the one declaration
+// of its members: the conversion to an OPA value (Value, without a JSON round
+// trip), the pruning to the paths a policy reads and the decision-cache key
+// are generated from them into fields_gen.go (go generate ./authz;
+// TestFieldsGenerated fails when it is stale, TestFieldTable checks every
+// member against its JSON form). A new member is a field here, with its json
+// tag, and the line of BuildInput that fills it (a list never nil: JSON would
+// say null where the policy sees []). The writ tag says how a member is
+// served: memo (its type's whole value is cached by its content), clone (the
+// residuals keep a deep copy of it), digest=name (the unexported member name
+// caches the free-form object's digest).
 type Input struct {
 	Version   string        `json:"version"`
 	Operation string        `json:"operation"`
 	Protocol  InputProtocol `json:"protocol"`
-	Caller    InputCaller   `json:"caller"`
-	Target    InputTarget   `json:"target"`
+	Caller    InputCaller   `json:"caller" writ:"memo"`
+	Target    InputTarget   `json:"target" writ:"memo,clone"`
 	Task      InputTask     `json:"task"`
 	Push      *InputPush    `json:"push,omitempty"`
 	Request   InputRequest  `json:"request"`
@@ -49,7 +60,7 @@ type InputCaller struct {
 	Tenant        string         `json:"tenant"`
 	Scopes        []string       `json:"scopes"`
 	Chain         []string       `json:"delegation_chain"`
-	Claims        map[string]any `json:"claims"`
+	Claims        map[string]any `json:"claims" writ:"digest=claimsDigest"`
 	// claimsDigest is identity's digest of Claims (zero: compute when needed).
 	claimsDigest [32]byte
 }

@@ -11,10 +11,10 @@ import (
 )
 
 // sectionsInput are the top-level members of Input, in order.
-var sectionsInput = []string{"version", "operation", "protocol", "caller", "target", "task", "push", "request"}
+var sectionsInput = []string{"version", "direction", "operation", "protocol", "caller", "target", "task", "push", "request"}
 
 // fieldNamesInput are the member names at every level of Input.
-var fieldNamesInput = []string{"version", "operation", "name", "binding", "method", "protocol", "authenticated", "issuer", "agent_id", "user_id", "tenant", "scopes", "delegation_chain", "claims", "caller", "owner", "tenants", "max_data_classification", "security_schemes", "id", "tags", "skills", "push_notifications", "target", "context_id", "state", "data_classification", "text", "file", "data", "parts", "file_uris", "skill", "task", "url", "scheme", "host", "port", "has_token", "auth_scheme", "push", "path", "source_address", "request"}
+var fieldNamesInput = []string{"version", "direction", "operation", "name", "binding", "method", "protocol", "authenticated", "issuer", "agent_id", "user_id", "tenant", "scopes", "delegation_chain", "classification", "chain_id", "scopes_recorded", "hops", "claims", "caller", "owner", "tenants", "max_data_classification", "security_schemes", "id", "tags", "skills", "push_notifications", "target", "context_id", "state", "data_classification", "text", "file", "data", "parts", "file_uris", "skill", "task", "url", "scheme", "host", "port", "has_token", "auth_scheme", "push", "path", "source_address", "request"}
 
 // valueInputProtocol converts x to an OPA object.
 func valueInputProtocol(x *InputProtocol) ast.Value {
@@ -69,6 +69,35 @@ func keyInputProtocolAt(e *keyEnc, x *InputProtocol, rest []string) {
 	}
 }
 
+// valueInputHop converts x to an OPA object.
+func valueInputHop(x *InputHop) ast.Value {
+	return ast.NewObject(
+		item("agent_id", ast.String(x.AgentID)),
+		item("scopes", stringArray(x.Scopes)),
+		item("scopes_recorded", ast.Boolean(x.ScopesRecorded)),
+		item("tenant", ast.String(x.Tenant)),
+		item("classification", ast.String(x.Classification)),
+	)
+}
+
+// arrayInputHop is a slice of InputHop as an OPA array.
+func arrayInputHop(xs []InputHop) ast.Value {
+	terms := make([]*ast.Term, len(xs))
+	for i := range xs {
+		terms[i] = ast.NewTerm(valueInputHop(&xs[i]))
+	}
+	return ast.NewArray(terms...)
+}
+
+// keyInputHop encodes the whole of x into the decision-cache key.
+func keyInputHop(e *keyEnc, x *InputHop) {
+	e.s(x.AgentID)
+	e.list(x.Scopes)
+	e.flag(x.ScopesRecorded)
+	e.s(x.Tenant)
+	e.s(x.Classification)
+}
+
 // valueInputCaller is x as an OPA object, memoized by its content.
 func valueInputCaller(x *InputCaller) ast.Value {
 	return memo(x, digestOf("InputCaller", x, keyInputCaller), buildInputCaller)
@@ -85,6 +114,9 @@ func buildInputCaller(x *InputCaller) ast.Value {
 		item("tenant", ast.String(x.Tenant)),
 		item("scopes", stringArray(x.Scopes)),
 		item("delegation_chain", stringArray(x.Chain)),
+		item("classification", ast.String(x.Classification)),
+		item("chain_id", ast.String(x.ChainID)),
+		item("hops", arrayInputHop(x.Hops)),
 		item("claims", objectValue(x.Claims)),
 	)
 }
@@ -99,6 +131,12 @@ func keyInputCaller(e *keyEnc, x *InputCaller) {
 	e.s(x.Tenant)
 	e.list(x.Scopes)
 	e.list(x.Chain)
+	e.s(x.Classification)
+	e.s(x.ChainID)
+	e.n(len(x.Hops))
+	for i := range x.Hops {
+		keyInputHop(e, &x.Hops[i])
+	}
 	e.object(x.Claims, x.claimsDigest)
 }
 
@@ -121,6 +159,12 @@ func fieldInputCaller(x *InputCaller, k string, sub shape) ast.Value {
 		return stringArray(x.Scopes)
 	case "delegation_chain":
 		return stringArray(x.Chain)
+	case "classification":
+		return ast.String(x.Classification)
+	case "chain_id":
+		return ast.String(x.ChainID)
+	case "hops":
+		return arrayInputHop(x.Hops)
 	case "claims":
 		return objectPruned(x.Claims, sub)
 	}
@@ -150,6 +194,15 @@ func keyInputCallerAt(e *keyEnc, x *InputCaller, rest []string) {
 		e.list(x.Scopes)
 	case "delegation_chain":
 		e.list(x.Chain)
+	case "classification":
+		e.s(x.Classification)
+	case "chain_id":
+		e.s(x.ChainID)
+	case "hops":
+		e.n(len(x.Hops))
+		for i := range x.Hops {
+			keyInputHop(e, &x.Hops[i])
+		}
 	case "claims":
 		e.objectAt(x.Claims, rest[1:], x.claimsDigest)
 	default:
@@ -536,6 +589,7 @@ func keyInputRequestAt(e *keyEnc, x *InputRequest, rest []string) {
 func valueInput(x *Input) ast.Value {
 	obj := ast.NewObject(
 		item("version", ast.String(x.Version)),
+		item("direction", ast.String(x.Direction)),
 		item("operation", ast.String(x.Operation)),
 		item("protocol", valueInputProtocol(&x.Protocol)),
 		item("caller", valueInputCaller(&x.Caller)),
@@ -552,6 +606,7 @@ func valueInput(x *Input) ast.Value {
 // keyInput encodes the whole of x into the decision-cache key.
 func keyInput(e *keyEnc, x *Input) {
 	e.s(x.Version)
+	e.s(x.Direction)
 	e.s(x.Operation)
 	keyInputProtocol(e, &x.Protocol)
 	keyInputCaller(e, &x.Caller)
@@ -571,6 +626,8 @@ func fieldInput(x *Input, k string, sub shape) ast.Value {
 	switch k {
 	case "version":
 		return ast.String(x.Version)
+	case "direction":
+		return ast.String(x.Direction)
 	case "operation":
 		return ast.String(x.Operation)
 	case "protocol":
@@ -601,6 +658,8 @@ func keyInputAt(e *keyEnc, x *Input, rest []string) {
 	switch rest[0] {
 	case "version":
 		e.s(x.Version)
+	case "direction":
+		e.s(x.Direction)
 	case "operation":
 		e.s(x.Operation)
 	case "protocol":

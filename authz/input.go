@@ -32,7 +32,11 @@ const InputVersion = "writ/v1"
 // residuals keep a deep copy of it), digest=name (the unexported member name
 // caches the free-form object's digest).
 type Input struct {
-	Version   string        `json:"version"`
+	Version string `json:"version"`
+	// Direction is "ingress" (a request to an agent writ protects) or
+	// "egress" (a call a protected agent makes through writ's egress
+	// listener).
+	Direction string        `json:"direction"`
 	Operation string        `json:"operation"`
 	Protocol  InputProtocol `json:"protocol"`
 	Caller    InputCaller   `json:"caller" writ:"memo"`
@@ -52,17 +56,36 @@ type InputProtocol struct {
 
 // InputCaller is who authenticated.
 type InputCaller struct {
-	Authenticated bool           `json:"authenticated"`
-	Method        string         `json:"method"`
-	Issuer        string         `json:"issuer"`
-	AgentID       string         `json:"agent_id"`
-	UserID        string         `json:"user_id"`
-	Tenant        string         `json:"tenant"`
-	Scopes        []string       `json:"scopes"`
-	Chain         []string       `json:"delegation_chain"`
-	Claims        map[string]any `json:"claims" writ:"digest=claimsDigest"`
+	Authenticated bool     `json:"authenticated"`
+	Method        string   `json:"method"`
+	Issuer        string   `json:"issuer"`
+	AgentID       string   `json:"agent_id"`
+	UserID        string   `json:"user_id"`
+	Tenant        string   `json:"tenant"`
+	Scopes        []string `json:"scopes"`
+	Chain         []string `json:"delegation_chain"`
+	// Classification is the highest data classification the credential
+	// allows, "" when it names none.
+	Classification string `json:"classification"`
+	// ChainID is the delegation's chain id (the token's txn), "" when none.
+	ChainID string `json:"chain_id"`
+	// Hops is the authority each actor of the chain held when it delegated,
+	// oldest first, the caller last; empty when the token records none.
+	Hops   []InputHop     `json:"hops"`
+	Claims map[string]any `json:"claims" writ:"digest=claimsDigest"`
 	// claimsDigest is identity's digest of Claims (zero: compute when needed).
 	claimsDigest [32]byte
+}
+
+// InputHop is what one actor of the delegation chain was granted, as its act
+// claim records it: tenant and classification "" where it records none, and
+// scopes_recorded false (scopes empty) where it records no scope.
+type InputHop struct {
+	AgentID        string   `json:"agent_id"`
+	Scopes         []string `json:"scopes"`
+	ScopesRecorded bool     `json:"scopes_recorded"`
+	Tenant         string   `json:"tenant"`
+	Classification string   `json:"classification"`
 }
 
 // InputTarget is the protected agent's platform metadata, from writ's config.
@@ -160,6 +183,8 @@ type Facts struct {
 	// DefaultClassification applies when neither the request nor the token
 	// declares one (default internal).
 	DefaultClassification task.Level
+	// Direction is DirectionIngress (the default) or DirectionEgress.
+	Direction string
 }
 
 func nonNil(s []string) []string {
@@ -169,20 +194,41 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// The values of input.direction.
+const (
+	DirectionIngress = "ingress"
+	DirectionEgress  = "egress"
+)
+
+// inputHops is the chain's hops as the input carries them (never nil).
+func inputHops(hops []identity.Hop) []InputHop {
+	out := make([]InputHop, len(hops))
+	for i, h := range hops {
+		out[i] = InputHop{AgentID: h.AgentID, Scopes: nonNil(h.Scopes), ScopesRecorded: h.HasScopes, Tenant: h.Tenant,
+			Classification: h.Classification}
+	}
+	return out
+}
+
 // BuildInput assembles the writ/v1 input document.
 func BuildInput(f *Facts) *Input {
 	req := f.Request
 	in := &Input{
 		Version:   InputVersion,
+		Direction: f.Direction,
 		Operation: string(req.Operation),
 		Protocol: InputProtocol{Name: req.Protocol.Name, Version: req.Protocol.Version,
 			Binding: string(req.Protocol.Binding), Method: req.Protocol.Method},
 		Caller: InputCaller{Authenticated: f.Caller.Authenticated, Method: f.Caller.Method, Issuer: f.Caller.Issuer,
 			AgentID: f.Caller.AgentID, UserID: f.Caller.UserID, Tenant: f.Caller.Tenant,
 			Scopes: nonNil(f.Caller.Scopes), Chain: nonNil(f.Caller.Chain), Claims: f.Caller.Claims,
+			Classification: f.Caller.Classification, ChainID: f.Caller.ChainID, Hops: inputHops(f.Caller.Hops),
 			claimsDigest: f.Caller.ClaimsDigest},
 		Request: InputRequest{Method: f.HTTP.Method, Path: f.HTTP.Path, Host: f.HTTP.Host, SourceAddress: sourceIP(f.HTTP.RemoteAddr),
 			Tenant: req.Tenant},
+	}
+	if in.Direction == "" {
+		in.Direction = DirectionIngress
 	}
 	if in.Caller.Method == "" {
 		in.Caller.Method = "anonymous"

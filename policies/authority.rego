@@ -1,10 +1,12 @@
 # AUTHORITY_WIDENED: delegated authority only narrows along the chain.
 #
 # input.caller.hops lists what each actor of the delegation chain held when it
-# delegated, oldest first, the caller last: {agent_id, scopes, classification,
-# tenant}, each field present only where the token carries it (writ reads
-# them from the RFC 8693 act claims its STS writes; a token without them has
-# no hops, and then this check has nothing to compare). A request is denied
+# delegated, oldest first, the caller last: {agent_id, scopes,
+# scopes_recorded, tenant, classification}, where the token records them
+# (writ reads them from the RFC 8693 act claims its STS writes: tenant and
+# classification "" and scopes_recorded false where an act records none; a
+# token that records none has no hops, and then this check has nothing to
+# compare). A request is denied
 # when the caller's scope holds one that some hop was not granted, when the
 # task's data classification (or the caller's ceiling) ranks above some hop's
 # ceiling, or when some hop acted in another tenant than the caller's.
@@ -41,7 +43,7 @@ denials contains {
 	"reason": sprintf("scope %v was not granted to %v", [scope, shown_hop(hop)]),
 } if {
 	some hop in hops
-	is_array(hop.scopes)
+	hop.scopes_recorded == true
 	some scope in input.caller.scopes
 	not scope in hop.scopes
 }
@@ -67,7 +69,7 @@ denials contains {
 	"reason": sprintf("%v acted in tenant %v, the caller in %v", [shown_hop(hop), hop.tenant, shown(["caller", "tenant"])]),
 } if {
 	some hop in hops
-	is_string(hop.tenant)
+	recorded(hop.tenant)
 	hop.tenant != caller_tenant
 }
 
@@ -84,8 +86,14 @@ denials contains {
 	"reason": sprintf("%v's ceiling %v is not one of %v", [shown_hop(hop), hop.classification, classification_order]),
 } if {
 	some hop in hops
-	"classification" in object.keys(hop)
+	recorded(hop.classification)
 	not hop.classification in classification_order
+}
+
+# A grant is recorded when it is a non-empty string.
+recorded(v) if {
+	is_string(v)
+	v != ""
 }
 
 shown_hop(hop) := hop.agent_id if is_string(hop.agent_id)

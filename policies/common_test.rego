@@ -9,12 +9,14 @@ import data.writ.authz
 
 valid_request := {
 	"version": "writ/v1",
+	"direction": "ingress",
 	"operation": "send",
 	"protocol": {"name": "a2a", "version": "1.0", "binding": "jsonrpc", "method": "SendMessage"},
 	"caller": {
 		"authenticated": true, "method": "jwt", "issuer": "https://idp.bank.ae",
 		"agent_id": "payments-investigator", "user_id": "u-42", "tenant": "wholesale",
 		"scopes": ["delegate"], "delegation_chain": ["orchestrator"], "claims": {},
+		"classification": "", "chain_id": "", "hops": [],
 	},
 	"target": {
 		"name": "sanctions-screening-agent", "owner": "group-compliance",

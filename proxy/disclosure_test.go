@@ -137,6 +137,7 @@ func TestDenialNeverNamesTheTarget(t *testing.T) {
 		{code: "CALLBACK_NOT_ALLOWED", who: &member, params: push(map[string]any{"url": "https://evil.example/cb", "token": "t"})},
 		{code: "CALLBACK_UNAUTHENTICATED", who: &member, params: push(map[string]any{"url": "https://agents.bank.ae/cb"})},
 		{code: "SCOPE_MISSING", who: ptr(with(func(c *caller) { c.scopes = "read" }))},
+		{code: "AUTHORITY_WIDENED", who: ptr(with(func(c *caller) { c.chain, c.chainScopes = []string{"orchestrator"}, []string{"read"} }))},
 		{code: "NOT_TASK_OWNER", who: ptr(with(func(c *caller) { c.agent = "other-bot" })), foreign: true},
 	}
 	covered := map[string]bool{}

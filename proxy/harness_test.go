@@ -121,6 +121,7 @@ type caller struct {
 	agent, user, tenant, class string
 	scopes                     string
 	chain                      []string // oldest first
+	chainScopes                []string // what each hop of chain was granted, where recorded
 }
 
 var (
@@ -133,7 +134,7 @@ var (
 func (h *harness) token(c caller) string {
 	h.t.Helper()
 	tok, err := h.idp.Token(devidp.Caller{Agent: c.agent, User: c.user, Tenant: c.tenant,
-		Classification: c.class, Scope: c.scopes, Chain: c.chain})
+		Classification: c.class, Scope: c.scopes, Chain: c.chain, ChainScopes: c.chainScopes})
 	if err != nil {
 		h.t.Fatal(err)
 	}

@@ -145,6 +145,10 @@ type Caller struct {
 	Scope string
 	// Chain lists the earlier hops, oldest first; Agent is the current actor.
 	Chain []string
+	// ChainScopes, when set, is the scope each earlier hop was granted
+	// (space-separated, aligned with Chain), recorded in its act claim as
+	// writ's STS records it: what AUTHORITY_WIDENED compares.
+	ChainScopes []string
 	// MayAct names the actors that may exchange the token (RFC 8693 may_act,
 	// {"sub": [...]}); none: no may_act claim.
 	MayAct []string
@@ -169,6 +173,9 @@ func (p *Provider) Claims(c Caller) map[string]any {
 	cur := act
 	for i := len(c.Chain) - 1; i >= 0; i-- {
 		next := map[string]any{"sub": c.Chain[i]}
+		if i < len(c.ChainScopes) {
+			next["scope"] = c.ChainScopes[i]
+		}
 		cur["act"] = next
 		cur = next
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -141,8 +142,22 @@ func TestDevIdentity(t *testing.T) {
 	if ma, _ := c.Claims["may_act"].(map[string]any); fmt.Sprint(ma["sub"]) != "[agent-b agent-c]" {
 		t.Errorf("may_act = %v", c.Claims["may_act"])
 	}
-	if code, _, _ := runCLI(t, "", "dev", "token", "-dir", dir, "-exp", "-1m"); code != 2 {
-		t.Errorf("a negative expiry: exit %d", code)
+	// Tokens for tests of refusals: expired, and not yet valid.
+	for flags, want := range map[string]error{"-exp -1h": identity.ErrTokenExpired, "-nbf 10m": identity.ErrTokenNotYetValid} {
+		args := append([]string{"dev", "token", "-dir", dir, "-aud", "my-agent"}, strings.Fields(flags)...)
+		code, out, errOut := runCLI(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d %s", flags, code, errOut)
+		}
+		h.Set("Authorization", "Bearer "+strings.TrimSpace(out))
+		if _, err := r.Identify(context.Background(), identity.Credentials{Header: h}); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", flags, err, want)
+		}
+	}
+	for _, flags := range [][]string{{"-exp", "0s"}, {"-nbf", "-1m"}, {"-nbf", "2h"}} {
+		if code, _, _ := runCLI(t, "", append([]string{"dev", "token", "-dir", dir}, flags...)...); code != 2 {
+			t.Errorf("%v: exit %d", flags, code)
+		}
 	}
 }
 

@@ -152,8 +152,11 @@ type Caller struct {
 	// MayAct names the actors that may exchange the token (RFC 8693 may_act,
 	// {"sub": [...]}); none: no may_act claim.
 	MayAct []string
-	// Expires defaults to an hour from now.
+	// Expires defaults to an hour from now; in the past, the token is
+	// expired (issued an hour before it expired).
 	Expires time.Time
+	// NotBefore, when set, is the token's nbf claim.
+	NotBefore time.Time
 }
 
 // Claims are c's claims: sub is the user, act the RFC 8693 chain with Agent as
@@ -164,8 +167,15 @@ func (p *Provider) Claims(c Caller) map[string]any {
 	if exp.IsZero() {
 		exp = now.Add(time.Hour)
 	}
+	iat := now
+	if !exp.After(now) {
+		iat = exp.Add(-time.Hour)
+	}
 	claims := map[string]any{"iss": p.Issuer, "aud": p.Audience, "sub": c.User, "tenant": c.Tenant,
-		"scope": c.Scope, "iat": now.Unix(), "exp": exp.Unix()}
+		"scope": c.Scope, "iat": iat.Unix(), "exp": exp.Unix()}
+	if !c.NotBefore.IsZero() {
+		claims["nbf"] = c.NotBefore.Unix()
+	}
 	if c.Classification != "" {
 		claims["classification"] = c.Classification
 	}

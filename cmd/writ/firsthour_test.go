@@ -41,6 +41,18 @@ func TestHelpExitsZero(t *testing.T) {
 	if code, _, errOut := runCLI(t, "", "validate", "-nonsense"); code != 2 || !strings.Contains(errOut, "usage: writ validate") {
 		t.Errorf("a bad flag: exit %d %s", code, errOut)
 	}
+	// A command of subcommands lists them all.
+	for cmd, subs := range map[string][]string{"dev": {"writ dev token", "writ dev jwks"}, "policy": {"writ policy test"}} {
+		_, out, _ := runCLI(t, "", cmd, "-h")
+		for _, sub := range subs {
+			if !strings.Contains(out, sub) {
+				t.Errorf("writ %s -h does not name %s:\n%s", cmd, sub, out)
+			}
+		}
+		if lines := strings.Count(strings.TrimSpace(out), "\n"); lines < 2 {
+			t.Errorf("writ %s -h prints only a usage line:\n%s", cmd, out)
+		}
+	}
 }
 
 // flagsOf lists the flags `writ CMD -h` documents.

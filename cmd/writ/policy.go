@@ -19,16 +19,28 @@ import (
 	"github.com/writ-authz/writ/task"
 )
 
+// policyUsage lists writ policy's subcommands.
+const policyUsage = `usage: writ policy test [-v] [DIR...]   run a policy set's Rego tests (opa test-like output)
+
+The policies writ decides with are Rego files (the shipped set is embedded;
+policies: in writ.yaml names yours). Related commands: writ eval decides one
+request with them, writ inspect shows the input they see, writ validate loads
+a config and its policies as serve would. writ policy test -h gives the flags.
+`
+
 // policyCmd runs `writ policy test [-v] [DIR...]`: the policy set's Rego tests
 // through the embedded engine, with `opa test`-like output.
 func policyCmd(args []string, stdout, stderr io.Writer) int {
 	const synopsis = "writ policy test [-v] [DIR...]"
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
-		fmt.Fprintf(stdout, "usage: %s\n", synopsis)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, policyUsage)
 		return 0
 	}
 	if len(args) == 0 || args[0] != "test" {
-		fmt.Fprintf(stderr, "usage: %s\n", synopsis)
+		if len(args) > 0 {
+			fmt.Fprintf(stderr, "writ policy: unknown command %q\n\n", args[0])
+		}
+		fmt.Fprint(stderr, policyUsage)
 		return 2
 	}
 	fs := newFlags("policy test", synopsis,

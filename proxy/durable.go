@@ -16,9 +16,9 @@ import (
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/events"
-	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/task/lease"
 )
 
 // Work makes the core's own background work survive it: the tasks it

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extproc/extproctest"
 )
 
@@ -44,7 +45,7 @@ func TestCanonicalForm(t *testing.T) {
 		"/kyc/..x/.x/x./...":      "",
 		"/tasks/t-1/pushConfigs/": "",
 	} {
-		if got := nonCanonicalPath(path); got != want {
+		if got := proxy.NonCanonicalPath(path); got != want {
 			t.Errorf("path %q: %q, want %q", path, got, want)
 		}
 	}
@@ -59,7 +60,7 @@ func TestCanonicalForm(t *testing.T) {
 		"kyc.example:":      "the port is not digits",
 		"kyc.example:x1":    "the port is not digits",
 	} {
-		if got := nonCanonicalHost(host); got != want {
+		if got := proxy.NonCanonicalHost(host); got != want {
 			t.Errorf("host %q: %q, want %q", host, got, want)
 		}
 	}
@@ -160,7 +161,7 @@ func FuzzCanonicalPath(f *testing.F) {
 	}
 	envoy := &extproctest.Envoy{Normalize: true}
 	f.Fuzz(func(t *testing.T, raw string) {
-		if nonCanonicalPath(raw) != "" || strings.ContainsAny(raw, "?#") {
+		if proxy.NonCanonicalPath(raw) != "" || strings.ContainsAny(raw, "?#") {
 			return
 		}
 		if got := envoy.Routing("h", raw); got.Rejected || got.Target != upperEscapes(raw) {
@@ -170,8 +171,7 @@ func FuzzCanonicalPath(f *testing.F) {
 		if err != nil {
 			t.Fatalf("canonical %q does not decode: %v", raw, err)
 		}
-		rt := &route{prefix: "/kyc"}
-		_, writ := rt.prefixOf(decoded)
+		_, writ := proxy.PrefixCovers("/kyc", decoded)
 		if envoyMatch := raw == "/kyc" || strings.HasPrefix(raw, "/kyc/"); envoyMatch != writ {
 			t.Fatalf("canonical %q: Envoy's /kyc route %v, writ's %v", raw, envoyMatch, writ)
 		}

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
@@ -195,7 +196,7 @@ func TestDenialNeverNamesTheTarget(t *testing.T) {
 					if den.Code == c.code {
 						covered[c.code] = true
 						// The policy's own reason, not the neutral one the caller got.
-						detailed = detailed || (den.Reason != "" && den.Reason != publicReason(den.Code))
+						detailed = detailed || (den.Reason != "" && den.Reason != proxy.PublicReason(den.Code))
 					}
 				}
 			}

@@ -1,10 +1,9 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/writ-authz/writ/adapters"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/task"

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -217,7 +217,7 @@ func TestReferencedTasksBoundAndCost(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) { c.Limits.MaxReferencedTasks = 3 })
 	cs := &countingStore{Store: h.store}
-	h.px.store = cs
+	h.px.SetStore(cs)
 	victim := task.Record{Agent: "sanctions-screening-agent", Task: task.Task{ID: "victim-task", State: task.Succeeded,
 		Owner: task.Owner{AgentID: retailBot.agent, Tenant: retailBot.tenant}}}
 	if err := h.store.Create(context.Background(), victim); err != nil {
@@ -255,7 +255,7 @@ func TestReferencedTasksBoundAndCost(t *testing.T) {
 		t.Error("a refused message reached the agent")
 	}
 	fs := &flakyStore{Store: h.store}
-	h.px.store = fs
+	h.px.SetStore(fs)
 	fs.down.Store(true)
 	if a := send("victim-task"); a.Error == nil || a.Error.Code != -32603 {
 		t.Errorf("store down: %s", a.raw)

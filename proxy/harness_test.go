@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -25,7 +26,7 @@ import (
 // provider that signs real JWTs.
 type harness struct {
 	t     *testing.T
-	px    *Core
+	px    *proxy.Core
 	bus   *events.Bus
 	srv   *httptest.Server
 	store *task.MemoryStore
@@ -41,7 +42,7 @@ func newHarness(t *testing.T, agents []config.Agent, mutate func(*config.Config)
 }
 
 // newHarnessWith is newHarness with push delivery through n.
-func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n Notifier) *harness {
+func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n proxy.Notifier) *harness {
 	t.Helper()
 	idp, err := devidp.New(t.TempDir(), testIssuer, "writ")
 	if err != nil {
@@ -99,14 +100,14 @@ func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Con
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
 	bus := &events.Bus{}
-	px, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: store, Push: n, Events: bus,
+	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: n, Events: bus,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
 	h := &harness{t: t, px: px, bus: bus, store: store, idp: idp, cfg: cfg}
-	sc := NewSidecar(px, nil)
+	sc := proxy.NewSidecar(px, nil)
 	h.srv = httptest.NewUnstartedServer(sc)
 	h.srv.Listener.Close()
 	h.srv.Listener = ln

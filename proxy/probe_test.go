@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func TestSecurityProbeSameWork(t *testing.T) {
 	up := rememberingAgent(t)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
 	cs := &opCountingStore{Store: h.store}
-	h.px.store = cs
+	h.px.SetStore(cs)
 	inv := h.token(investigator)
 	for range 3 {
 		if _, a := h.rpc("/", inv, "1.0", "SendMessage", sendParams); a.Error != nil {

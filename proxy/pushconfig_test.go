@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/push"
 )
 
@@ -38,18 +39,18 @@ func TestPushOpsOnUnknownTaskAllowed(t *testing.T) {
 			hdr.Set("Authorization", "Bearer "+tok)
 			hdr.Set("A2A-Version", "1.0")
 			hdr.Set("Content-Type", "application/json")
-			var v Outcome
+			var v proxy.Outcome
 			func() {
 				defer func() {
 					if r := recover(); r != nil {
 						t.Fatalf("Admit panicked: %v", r)
 					}
 				}()
-				v = h.px.Admit(t.Context(), Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
+				v = h.px.Admit(t.Context(), proxy.Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
 					Header: hdr, Body: body, Query: url.Values{}})
 			}()
 			var a rpcAnswer
-			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Kind != Refuse || a.Error == nil || a.Error.Code != -32001 {
+			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Kind != proxy.Refuse || a.Error == nil || a.Error.Code != -32001 {
 				t.Fatalf("%s %d %s", v.Kind, v.Answer.Status, v.Answer.Body)
 			}
 		})

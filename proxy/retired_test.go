@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -68,7 +68,7 @@ func TestSecurityRetiredTaskRollover(t *testing.T) {
 		c.Lifecycle.UnknownTasks = "allow"
 	})
 	h.store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 3, MaxPerOwner: 100, MaxTombstones: 8})
-	h.px.store = h.store
+	h.px.SetStore(h.store)
 	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
 		t.Fatal(string(a.raw))
 	}
@@ -127,7 +127,7 @@ func TestSecurityRetiredContextRollover(t *testing.T) {
 	up := rememberingAgent(t)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
 	h.store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 100, MaxContexts: 2, MaxPerOwner: 100})
-	h.px.store = h.store
+	h.px.SetStore(h.store)
 	inv := h.token(investigator)
 	if _, a := h.rpc("/", inv, "1.0", "SendMessage", sendParams); a.Error != nil {
 		t.Fatal(string(a.raw))

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"testing"
@@ -37,11 +37,11 @@ func TestMatchHostThenPath(t *testing.T) {
 		{"[::1]:8080", "/", "any-root", "/"},
 		{"", "/", "any-root", "/"},
 	} {
-		rt, rest := h.px.match(tt.host, tt.path)
-		if rt == nil || rt.agent.Name != tt.want || rest != tt.rest {
+		agent, rest := h.px.Match(tt.host, tt.path)
+		if agent == "" || agent != tt.want || rest != tt.rest {
 			got := "<none>"
-			if rt != nil {
-				got = rt.agent.Name
+			if agent != "" {
+				got = agent
 			}
 			t.Errorf("match(%q, %q) = %s %q, want %s %q", tt.host, tt.path, got, rest, tt.want, tt.rest)
 		}

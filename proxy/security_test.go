@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -15,6 +15,7 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
@@ -86,7 +87,7 @@ func TestSecurityDisclosureDenied(t *testing.T) {
 			t.Errorf("the refusal quotes %q: %s", leak, a.raw)
 		}
 	}
-	if !strings.Contains(string(a.raw), publicReason("TENANT_NOT_PERMITTED")) {
+	if !strings.Contains(string(a.raw), proxy.PublicReason("TENANT_NOT_PERMITTED")) {
 		t.Errorf("no neutral reason in %s", a.raw)
 	}
 	rec.mu.Lock()
@@ -282,7 +283,7 @@ func TestSecurityEvictedTaskClaim(t *testing.T) {
 	// A store of three tasks: the victim's finished t-1 goes when the attacker
 	// floods it.
 	h.store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 3, MaxPerOwner: 3})
-	h.px.store = h.store
+	h.px.SetStore(h.store)
 	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
 		t.Fatal(string(a.raw))
 	}
@@ -315,7 +316,7 @@ func TestSecurityTaskExistenceAudited(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
 	logs := &syncbuf.Buffer{}
-	h.px.log = slog.New(slog.NewJSONHandler(logs, nil))
+	h.px.SetLogger(slog.New(slog.NewJSONHandler(logs, nil)))
 	rec := &recordingSink{}
 	h.bus.Subscribe(rec)
 	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {

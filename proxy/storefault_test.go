@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -62,7 +62,7 @@ func TestStoreDownFailsClosed(t *testing.T) {
 	up := newFakeAgent(t, nil)
 	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
 	fs := &flakyStore{Store: h.store}
-	h.px.store = fs
+	h.px.SetStore(fs)
 	tok := h.token(investigator)
 
 	fs.down.Store(true)

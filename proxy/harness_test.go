@@ -19,6 +19,8 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/follow"
+	"github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -100,14 +102,15 @@ func newHarnessWith(t *testing.T, agents []config.Agent, mutate func(*config.Con
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
 	bus := &events.Bus{}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: n, Events: bus,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: quiet, Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: quiet})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
 	h := &harness{t: t, px: px, bus: bus, store: store, idp: idp, cfg: cfg}
-	sc := proxy.NewSidecar(px, nil)
+	sc := sidecar.New(px, cfg.Limits, quiet, nil)
 	h.srv = httptest.NewUnstartedServer(sc)
 	h.srv.Listener.Close()
 	h.srv.Listener = ln

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -164,14 +163,8 @@ func allowed(b *testing.B, c *proxy.Core, tok string, sh shape, miss bool) {
 	}
 	p := out.Plan
 	if sh.stream {
-		relay := p.Relay(context.Background(), strings.NewReader(answer))
-		for {
-			if _, err := relay.Next(); err != nil {
-				if !errors.Is(err, io.EOF) {
-					b.Fatal(err)
-				}
-				break
-			}
+		if failure := p.Stream(context.Background(), strings.NewReader(answer), func([]byte) error { return nil }); failure != "" {
+			b.Fatal(failure)
 		}
 	} else if _, refused := p.Answer(context.Background(), http.StatusOK, []byte(answer)); refused != nil {
 		b.Fatalf("refused: %s", refused.Body)

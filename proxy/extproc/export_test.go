@@ -15,11 +15,11 @@ func (s *Server) StreamsInFlight() int64 { return s.streams.Load() }
 // Relayed feeds chunks to p's relay as the ext_proc server does (the last
 // with end_of_stream) and returns what it passed on, chunk by chunk.
 func Relayed(ctx context.Context, p *proxy.Plan, chunks [][]byte) [][]byte {
-	f := newFeeder(ctx, p)
-	defer f.abort()
+	f := p.Chunks(ctx)
+	defer f.Abort()
 	out := make([][]byte, len(chunks))
 	for i, c := range chunks {
-		out[i] = f.feed(c, i == len(chunks)-1)
+		out[i] = f.Feed(c, i == len(chunks)-1)
 	}
 	return out
 }

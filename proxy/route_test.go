@@ -4,17 +4,18 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 )
 
 // TestMatchHostThenPath: the best host match wins, then the longest route;
 // ports, case and a trailing dot do not matter.
 func TestMatchHostThenPath(t *testing.T) {
 	mk := func(name, route string, hosts ...string) config.Agent {
-		a := sanctionsAgent("http://127.0.0.1:1")
+		a := proxytest.SanctionsAgent("http://127.0.0.1:1")
 		a.Name, a.Route, a.Hosts = name, route, hosts
 		return a
 	}
-	h := newHarness(t, []config.Agent{
+	h := proxytest.New(t, []config.Agent{
 		mk("any-root", "/"),
 		mk("any-kyc", "/kyc"),
 		mk("a-root", "/", "a.agents.example"),
@@ -37,7 +38,7 @@ func TestMatchHostThenPath(t *testing.T) {
 		{"[::1]:8080", "/", "any-root", "/"},
 		{"", "/", "any-root", "/"},
 	} {
-		agent, rest := h.px.Match(tt.host, tt.path)
+		agent, rest := h.Core.Match(tt.host, tt.path)
 		if agent == "" || agent != tt.want || rest != tt.rest {
 			got := "<none>"
 			if agent != "" {

@@ -20,6 +20,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/redistest"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
@@ -104,12 +105,12 @@ func benchCore(b *testing.B, s task.Store) (*proxy.Core, string) {
 // and the identity provider that signs its callers' tokens.
 func benchCoreCache(b *testing.B, s task.Store, cacheSize int) (*proxy.Core, *devidp.Provider) {
 	b.Helper()
-	idp, err := devidp.New(b.TempDir(), testIssuer, "writ")
+	idp, err := devidp.New(b.TempDir(), proxytest.Issuer, "writ")
 	if err != nil {
 		b.Fatal(err)
 	}
 	yaml := "policies: [../policies]\n" +
-		"identity:\n  jwt:\n    - issuer: " + testIssuer + "\n      audiences: [writ]\n      jwks_file: " + idp.JWKSFile + "\n" +
+		"identity:\n  jwt:\n    - issuer: " + proxytest.Issuer + "\n      audiences: [writ]\n      jwks_file: " + idp.JWKSFile + "\n" +
 		"agents:\n  - {name: sanctions-screening-agent, upstream: 'http://127.0.0.1:1', protocol: a2a, owner: group-compliance, " +
 		"tenants: [wholesale, retail], max_data_classification: restricted, security_schemes: [oauth2], " +
 		"skills: [{id: screen, tags: [sanctions]}]}\n"

@@ -28,7 +28,9 @@ const MaxAnswerBytes = 32 << 20
 // or Stream and Chunks (SSE). Either way the answers are recorded in the
 // lifecycle store, push callbacks notified, tasks that outlive their request
 // followed (Deps.Follow), listings filtered. A Plan serves one request and is
-// not safe for concurrent use.
+// not safe for concurrent use, but for what reads only what Admit decided
+// (DecisionID, Agent, Owner, FollowSpec, Subscribe, Polls, Poll), which a
+// follower calls from its own goroutine for as long as it follows.
 type Plan struct {
 	core *Core
 	x    *exchange

@@ -165,7 +165,7 @@ func (p *Plan) Chunks(ctx context.Context) *Chunks {
 		stop: make(chan struct{}), cancel: cancel}
 	go func() {
 		defer close(c.done)
-		failure := p.Stream(ctx, c, func(out []byte) error {
+		failure := p.Stream(ctx, readerFunc(c.read), func(out []byte) error {
 			c.mu.Lock()
 			c.out = append(c.out, out...)
 			c.mu.Unlock()
@@ -178,8 +178,13 @@ func (p *Plan) Chunks(ctx context.Context) *Chunks {
 	return c
 }
 
-// Read is the relay's side: the current chunk, then a wait for the next.
-func (c *Chunks) Read(p []byte) (int, error) {
+// readerFunc is an io.Reader of a read function.
+type readerFunc func([]byte) (int, error)
+
+func (f readerFunc) Read(p []byte) (int, error) { return f(p) }
+
+// read is the relay's side: the current chunk, then a wait for the next.
+func (c *Chunks) read(p []byte) (int, error) {
 	for len(c.cur) == 0 {
 		if c.eof {
 			// The SSE reader reads again after the last event it completed

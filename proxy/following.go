@@ -79,14 +79,14 @@ type FollowSpec struct {
 	Header         http.Header `json:"header,omitempty"`
 }
 
-// FollowSpecVersion is the FollowSpec.V this core writes and resumes.
-const FollowSpecVersion = 1
+// followSpecVersion is the FollowSpec.V this core writes and resumes.
+const followSpecVersion = 1
 
 // FollowSpec is what to keep of task id, which an answer to p revealed, to
 // follow it again later (Resume).
 func (p *Plan) FollowSpec(id string) FollowSpec {
 	x := p.x
-	s := FollowSpec{V: FollowSpecVersion, Agent: x.rt.agent.Name, TaskID: id, Path: x.in.Path, Tenant: x.req.Tenant,
+	s := FollowSpec{V: followSpecVersion, Agent: x.rt.agent.Name, TaskID: id, Path: x.in.Path, Tenant: x.req.Tenant,
 		Protocol:   task.Protocol{Name: x.req.Protocol.Name, Version: x.req.Protocol.Version, Binding: x.req.Protocol.Binding},
 		Caller:     writheader.CallerValue(x.caller),
 		DecisionID: x.dec.ID}
@@ -116,7 +116,7 @@ func (p *Plan) FollowSpec(id string) FollowSpec {
 // Poll, FollowSpec, Owner); it forwards nothing. An agent no longer
 // configured, or a spec of another version, is an error.
 func (c *Core) Resume(s FollowSpec) (*Plan, error) {
-	if s.V != FollowSpecVersion {
+	if s.V != followSpecVersion {
 		return nil, errors.New("unknown version")
 	}
 	rt := c.byName[s.Agent]

@@ -36,8 +36,8 @@ const (
 
 // Options are what a follower needs besides the core.
 type Options struct {
-	// Store is the lifecycle store the core records in: a follower reads it
-	// to know whether a task still needs following.
+	// Store (required) is the lifecycle store the core records in: a
+	// follower reads it to know whether a task still needs following.
 	Store task.Store
 	// Lifecycle bounds the followers (max_followers,
 	// max_followers_per_owner) and their time (ttl).

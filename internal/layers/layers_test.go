@@ -66,6 +66,7 @@ func TestImportGraph(t *testing.T) {
 		why     string
 	}{
 		{"task", func(string) bool { return false }, "the kernel imports nothing of writ"},
+		{"task/lease", func(d string) bool { return d == "task" }, "the rhythm of durable work sits on the kernel's work queue, nothing else"},
 		{"events", func(d string) bool { return d == "task" }, "events is a leaf: the kernel only"},
 		{"adapters/names", func(string) bool { return false }, "the protocol names are a leaf: what config validates against without linking a parser"},
 		{"config", func(d string) bool { return d == "task" || d == "adapters/names" }, "config describes configuration, no decision code (and knows protocols by name only)"},

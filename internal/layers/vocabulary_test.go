@@ -75,6 +75,8 @@ func spells(lit string, protocols, headers []string) string {
 // must still be needed: one that matches nothing fails.
 var allowedVocabulary = []struct{ file, holds, why string }{
 	{"cmd/writ/inspect.go", "-header 'A2A-Version: 1.0'", "its help shows people an example command that sends an A2A 1.0 request"},
+	{"internal/proxytest/agents.go", "a2a", "the shared test harness's fake agents are A2A agents, configured as the tests that drive them expect"},
+	{"internal/proxytest/harness.go", "A2A-Version", "the shared test harness is an A2A client: it sends the version the test names"},
 }
 
 // TestNoProtocolVocabularyOutsideAdapters: no string literal in a non-test

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,17 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/examples"
 	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
-
-//go:embed examples/*.http
-var examples embed.FS
 
 type headerFlags []string
 
@@ -109,20 +104,14 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 	}
 	switch {
 	case example == "list":
-		names, _ := examples.ReadDir("examples")
-		list := make([]string, 0, len(names))
-		for _, n := range names {
-			list = append(list, strings.TrimSuffix(n.Name(), ".http"))
-		}
-		sort.Strings(list)
-		fmt.Fprintln(stdout, strings.Join(list, "\n"))
+		fmt.Fprintln(stdout, strings.Join(examples.Names(), "\n"))
 		return wire.Inbound{}, errListed
 	case example != "":
-		raw, err := examples.ReadFile("examples/" + example + ".http")
+		raw, err := examples.Read(example)
 		if err != nil {
 			return wire.Inbound{}, fmt.Errorf("no bundled example %q (-example list shows them)", example)
 		}
-		return readMessage(raw, lim)
+		return wire.ReadExample(raw, lim.MaxBodyBytes)
 	case file != "":
 		var raw []byte
 		var err error
@@ -134,7 +123,7 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 		if err != nil {
 			return wire.Inbound{}, err
 		}
-		return readMessage(raw, lim)
+		return wire.ReadExample(raw, lim.MaxBodyBytes)
 	}
 	u, err := url.ParseRequestURI(path)
 	if err != nil {
@@ -161,17 +150,4 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 		in.Body = b
 	}
 	return in, nil
-}
-
-// readMessage parses a request message; an oversized body is kept (one byte over)
-// so the adapter answers it as the protocol's too-large error.
-func readMessage(raw []byte, lim wire.Limits) (wire.Inbound, error) {
-	in, err := wire.ReadMessage(raw, lim.MaxBodyBytes)
-	if errors.Is(err, wire.ErrBodyTooLarge) {
-		in, err = wire.ReadMessage(raw, int64(len(raw)))
-		if err == nil && int64(len(in.Body)) > lim.MaxBodyBytes {
-			in.Body = bytes.Clone(in.Body[:lim.MaxBodyBytes+1])
-		}
-	}
-	return in, err
 }

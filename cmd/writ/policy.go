@@ -6,17 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 
-	"github.com/writ-authz/writ/adapters"
-	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/policies"
-	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/server"
 )
 
 // policyUsage lists writ policy's subcommands.
@@ -98,24 +94,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// evalOutput is what `writ eval` prints.
-type evalOutput struct {
-	Input    *authz.Input   `json:"input"`
-	Decision evalDecision   `json:"decision"`
-	Explain  []authz.Fired  `json:"explain,omitempty"`
-	Identity string         `json:"identity_error,omitempty"`
-	Fault    *task.Fault    `json:"fault,omitempty"`
-	Answer   *wire.Rendered `json:"-"`
-}
-
-type evalDecision struct {
-	Allow    bool          `json:"allow"`
-	Denials  []task.Denial `json:"denials"`
-	Revision string        `json:"revision"`
-}
-
 // evalCmd runs `writ eval`: one request through identity, input building and the
-// policy, printing the input document and the decision.
+// policy (server.Eval), printing the input document and the decision.
 func evalCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("eval", "writ eval -request FILE [-config writ.yaml] [-agent NAME] [-token JWT | -caller FILE] [-explain]",
 		"One request through identity and the policy: prints the writ/v1 input document and the decision\n(exit 1 when denied).")
@@ -143,105 +123,23 @@ func evalCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2
 	}
-	lim := wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth}
-	in, err := readMessage(raw, lim)
+	out, err := server.Eval(context.Background(), cfg, server.EvalRequest{Message: raw, Agent: *agentName,
+		Token: *token, CallerFile: *callerFile, Explain: *explain})
 	if err != nil {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2
 	}
-	agent, rest, ok := cfg.Route(in.Path)
-	if *agentName != "" {
-		agent, ok = cfg.Agent(*agentName)
-		rest = in.Path
+	if out.DecideErr != nil {
+		fmt.Fprintf(stderr, "writ eval: %v (the request would be denied: fail closed)\n", out.DecideErr)
 	}
-	if !ok {
-		fmt.Fprintf(stderr, "writ eval: no agent routes %s (use -agent)\n", in.Path)
-		return 2
-	}
-	fullPath := in.Path
-	in.Path = rest
-	edges, err := adapters.NewRoute(agent.Protocol, agent.JSONRPCPath)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ eval: %v\n", err)
-		return 2
-	}
-	edge := edges.For(in.Path)
-	req, fault := edge.Parse(in, lim)
-	out := evalOutput{}
-	if fault != nil {
-		out.Fault = fault
-		writeJSON(stdout, out)
-		return 1
-	}
-	caller, idErr := evalCaller(cfg, in.Header, *token, *callerFile)
-	if idErr != nil && *callerFile != "" {
-		fmt.Fprintf(stderr, "writ eval: %v\n", idErr)
-		return 2
-	}
-	if idErr != nil {
-		out.Identity = idErr.Error()
-	}
-	// The configuration's facts, but no smoke test: a policy that fails
-	// shows its error in the decision printed.
-	p, err := loadPolicy(context.Background(), cfg, authz.LoadOptions{Facts: cfg.PolicyFacts()})
-	if err != nil {
-		fmt.Fprintf(stderr, "writ eval: %v\n", err)
-		return 2
-	}
-	engine, err := authz.NewEngine(p, authz.Options{CacheSize: -1})
-	if err != nil {
-		fmt.Fprintf(stderr, "writ eval: %v\n", err)
-		return 2
-	}
-	input := authz.BuildInput(&authz.Facts{Request: &req, Caller: caller, Target: authz.TargetOf(agent),
-		HTTP:                  authz.HTTPInfo{Method: in.Method, Path: fullPath, Host: in.Header.Get("Host")},
-		DefaultClassification: cfg.DefaultClassification})
-	d, err := engine.Decide(context.Background(), input)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ eval: %v (the request would be denied: fail closed)\n", err)
-	}
-	out.Input = input
-	out.Decision = evalDecision{Allow: d.Allow, Denials: d.Denials, Revision: d.Revision}
-	if out.Decision.Denials == nil {
-		out.Decision.Denials = []task.Denial{}
-	}
-	if *explain {
-		out.Explain, err = p.Explain(context.Background(), input)
-		if err != nil {
-			fmt.Fprintf(stderr, "writ eval: explain: %v\n", err)
-		}
+	if out.ExplainErr != nil {
+		fmt.Fprintf(stderr, "writ eval: explain: %v\n", out.ExplainErr)
 	}
 	writeJSON(stdout, out)
-	if !d.Allow {
+	if out.Fault != nil || !out.Decision.Allow {
 		return 1
 	}
 	return 0
-}
-
-// evalCaller identifies the caller: a caller file as is, else the token (flag or
-// the request's Authorization header) through the configured identity sources.
-func evalCaller(cfg *config.Config, h http.Header, token, callerFile string) (identity.Caller, error) {
-	if callerFile != "" {
-		raw, err := os.ReadFile(callerFile)
-		if err != nil {
-			return identity.Anonymous(), err
-		}
-		var c identity.Caller
-		if err := json.Unmarshal(raw, &c); err != nil {
-			return identity.Anonymous(), fmt.Errorf("%s: %w", callerFile, err)
-		}
-		return c, nil
-	}
-	res, err := identity.New(cfg.Identity)
-	if err != nil {
-		return identity.Anonymous(), err
-	}
-	defer res.Close()
-	hdr := h.Clone()
-	if token != "" {
-		hdr.Set("Authorization", "Bearer "+token)
-	}
-	return res.Identify(context.Background(), identity.Credentials{Header: hdr})
 }
 
 func writeJSON(w io.Writer, v any) {

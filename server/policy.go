@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/examples"
 	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
@@ -53,14 +54,15 @@ func policyOptions(cfg *config.Config) (authz.LoadOptions, error) {
 }
 
 // representative is the request writ evaluates to know a policy set works:
-// the A2A 1.0 send of examples/a2a-1.0-send.http, parsed as writ parses it.
+// the A2A 1.0 send of adapters/examples (a2a-1.0-send), parsed as writ
+// parses it.
 func representative() (task.Request, wire.Inbound, error) {
-	raw, err := examples.ReadFile("examples/a2a-1.0-send.http")
+	raw, err := examples.Read("a2a-1.0-send")
 	if err != nil {
 		return task.Request{}, wire.Inbound{}, err
 	}
 	lim := wire.Limits{MaxBodyBytes: wire.DefaultMaxBodyBytes, MaxJSONDepth: wire.DefaultMaxJSONDepth}
-	in, err := readMessage(raw, lim)
+	in, err := wire.ReadExample(raw, lim.MaxBodyBytes)
 	if err != nil {
 		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %w", err)
 	}

@@ -81,7 +81,7 @@ func Eval(ctx context.Context, cfg *config.Config, r EvalRequest) (*EvalResult, 
 	}
 	req, fault := edges.For(in.Path).Parse(in, lim)
 	if fault != nil {
-		return &EvalResult{Fault: fault}, nil
+		return &EvalResult{Fault: fault}, nil //nolint:nilerr // the fault is the answer the request gets, not a failure to decide
 	}
 	out := &EvalResult{}
 	caller, idErr := evalCaller(ctx, cfg, in.Header, r.Token, r.CallerFile)

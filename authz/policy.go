@@ -2,14 +2,10 @@ package authz
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -92,14 +88,7 @@ func policyFiles(abspath string, info fs.FileInfo, _ int) bool {
 		// to them: load each file once, through its link.
 		return true
 	}
-	if info.IsDir() {
-		return false
-	}
-	switch filepath.Ext(abspath) {
-	case ".rego", ".json", ".yaml", ".yml":
-		return false
-	}
-	return true
+	return !info.IsDir() && !isPolicyFile(abspath)
 }
 
 // isTest reports whether a file holds Rego tests (kept out of the decision query).
@@ -208,46 +197,6 @@ func (p *Policy) compile(ctx context.Context, files map[string]*loader.RegoFile,
 func (p *Policy) newCompiler(ctx context.Context, txn storage.Transaction) *ast.Compiler {
 	return ast.NewCompiler().WithDefaultRegoVersion(ast.RegoV1).
 		WithPathConflictsCheck(storage.NonEmpty(ctx, p.store, txn))
-}
-
-// revisionOf hashes the path and content of every policy and data file under the
-// paths, in order, so any edit makes a new revision; it also lists the files.
-func revisionOf(paths []string) (string, []string, error) {
-	var files []string
-	for _, root := range paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if path != root && strings.HasPrefix(d.Name(), "..") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			switch filepath.Ext(path) {
-			case ".rego", ".json", ".yaml", ".yml":
-				if !d.IsDir() {
-					files = append(files, path)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return "", nil, err
-		}
-	}
-	sort.Strings(files)
-	h := sha256.New()
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return "", nil, err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", f, len(raw))
-		h.Write(raw)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], files, nil
 }
 
 // TestResult is one Rego test's outcome.

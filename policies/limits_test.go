@@ -204,3 +204,17 @@ func TestLimitOutsideItsRangeIsRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestLimitsAreDocumented: the policy authoring page states every published
+// range word for word.
+func TestLimitsAreDocumented(t *testing.T) {
+	raw, err := os.ReadFile("../docs/policy-authoring.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for key, l := range publishedLimits(t) {
+		if !strings.Contains(string(raw), "`"+key+"`") || !strings.Contains(string(raw), l.Range) {
+			t.Errorf("docs/policy-authoring.md does not give %s its range %q", key, l.Range)
+		}
+	}
+}

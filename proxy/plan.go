@@ -178,10 +178,11 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 			break
 		}
 		// The extended card is rewritten like the public one: the agent's own
-		// address, schemes and unpublished skills never reach the caller.
+		// address, schemes and unpublished skills never reach the caller; and
+		// signed by writ as the public one is.
 		rewritten, err := ext.RewriteCardAnswer(&x.req, status, body, func(card *task.AgentCard) *task.AgentCard {
 			return c.publish(x.rt, card)
-		})
+		}, x.rt.signer)
 		if err != nil {
 			p.invalid++
 			c.log.Warn("the agent's extended card could not be read; refused", "agent", x.rt.agent.Name, "error", err)

@@ -6,27 +6,36 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
 
 // RewriteCardAnswer rewrites the card in an agent's answer to an extended-card
 // request (agent/getAuthenticatedExtendedCard, GetExtendedAgentCard, GET
-// /v1/card, GET /extendedAgentCard) with publish, and renders it back in the
-// answer's shape: the JSON-RPC result, or the HTTP+JSON body. An answer that is
+// /v1/card, GET /extendedAgentCard) with publish, signs it with sign (nil:
+// unsigned), and renders it back in the answer's shape: the JSON-RPC
+// result, or the HTTP+JSON body. An answer that is
 // an error, or not a successful one, is returned unchanged; an answer that
 // holds no card writ can read is an error (the caller must not get it
 // verbatim).
-func RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard) ([]byte, error) {
+func RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard, sign wire.Signer) ([]byte, error) {
 	if status < 200 || status >= 300 {
 		return body, nil
 	}
 	version := req.Protocol.Version
+	render := func(card *task.AgentCard) ([]byte, error) {
+		out, err := RenderCard(publish(card), version)
+		if err != nil || sign == nil {
+			return out, err
+		}
+		return SignCard(out, version, sign)
+	}
 	if req.Protocol.Binding != task.BindingJSONRPC {
 		card, err := ParseCard(bytes.TrimSpace(body))
 		if err != nil {
 			return nil, fmt.Errorf("extended card: %w", err)
 		}
-		return RenderCard(publish(card), version)
+		return render(card)
 	}
 	var env map[string]json.RawMessage
 	if err := json.Unmarshal(body, &env); err != nil {
@@ -43,7 +52,7 @@ func RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(
 	if err != nil {
 		return nil, fmt.Errorf("extended card: %w", err)
 	}
-	out, err := RenderCard(publish(card), version)
+	out, err := render(card)
 	if err != nil {
 		return nil, err
 	}
@@ -52,6 +61,6 @@ func RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(
 }
 
 // RewriteCardAnswer implements adapters.ExtendedCards.
-func (Edge) RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard) ([]byte, error) {
-	return RewriteCardAnswer(req, status, body, publish)
+func (Edge) RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard, sign wire.Signer) ([]byte, error) {
+	return RewriteCardAnswer(req, status, body, publish, sign)
 }

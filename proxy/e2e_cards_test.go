@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -45,12 +46,16 @@ func getBody(t *testing.T, url, token string) []byte {
 
 // sdkVerify runs the JS SDK's own signature check (card-verify.mjs) on the
 // card at base.
-func sdkVerify(t *testing.T, base, path, token string) (map[string]any, error) {
+func sdkVerify(t *testing.T, base, path, token string, extra ...string) (map[string]any, error) {
 	t.Helper()
-	args := []string{"--url", base, "--token", token}
+	var args []string
+	if base != "" {
+		args = append(args, "--url", base, "--token", token)
+	}
 	if path != "" {
 		args = append(args, "--path", path)
 	}
+	args = append(args, extra...)
 	lines, err := peers.RunScript(t, 30*time.Second, "card-verify.mjs", args...)
 	if len(lines) != 1 {
 		t.Fatalf("card-verify printed %v (%v)", lines, err)
@@ -256,4 +261,66 @@ func TestAgentCardKeysPinned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestEveryCardWritServesIsSigned — Threat: a card writ renders other than
+// the public one (the extended card it rewrites in the agent's answer, an
+// entry of its directory) goes out unsigned, or with the agent's own
+// signature over content writ changed, so a client that checks signatures
+// cannot trust it, or learns to skip the check. Defence: every card writ
+// renders is signed in the one place that renders it (Core.renderCard, and
+// the extended-card rewrite with the route's signer); the agent's signature
+// is replaced, and the SDK's own check verifies each.
+func TestEveryCardWritServesIsSigned(t *testing.T) {
+	peers.EnsureNode(t)
+	up := proxytest.NewFakeAgent(t, nil)
+	up.Handle = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Path == "/.well-known/agent-card.json" {
+			fmt.Fprintf(w, `{"name":"sanctions","description":"d","version":"1","supportedInterfaces":[{"url":"%s/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],"capabilities":{"extendedAgentCard":true},"defaultInputModes":["text/plain"],"defaultOutputModes":["text/plain"],"skills":[]}`, up.Srv.URL)
+			return
+		}
+		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"name":"sanctions","version":"1","supportedInterfaces":[{"url":"%s/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],`+
+			`"capabilities":{"extendedAgentCard":true,"extensions":[{"uri":"urn:x","required":false,"params":{"a":"","n":1.50}}]},"securitySchemes":{"internal":{"apiKeySecurityScheme":{"location":"header","name":"X-Internal-Key"}}},`+
+			`"securityRequirements":[{"schemes":{"internal":{}}}],"defaultInputModes":[],"defaultOutputModes":[],`+
+			`"skills":[{"id":"admin","name":"admin","description":"<x> & \"y\" ☃ \u00e9","tags":["internal"]}],`+
+			`"signatures":[{"protected":"eyJhbGciOiJFUzI1NiJ9","signature":"AAAA"}]}}`, up.Srv.URL)
+	}
+	a := proxytest.SanctionsAgent(up.Srv.URL)
+	a.PublicURL, a.Skills = "self", nil
+	h := proxytest.New(t, []config.Agent{a}, nil)
+	tok := h.Token(proxytest.Investigator)
+	dir := t.TempDir()
+	check := func(what string, card json.RawMessage) {
+		t.Helper()
+		file := filepath.Join(dir, strings.ReplaceAll(what, " ", "-")+".json")
+		if err := os.WriteFile(file, card, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, err := sdkVerify(t, "", "", "", "--file", file)
+		if err != nil || res["verified"] != true || res["jku"] != h.Srv.URL+proxy.JWKSPath {
+			t.Errorf("%s: the SDK does not verify writ's signature: %v %v\n%s", what, res, err, card)
+		}
+		if n := bytes.Count(card, []byte(`"protected"`)); n != 1 {
+			t.Errorf("%s: %d signatures, want writ's only: %s", what, n, card)
+		}
+	}
+	status, ans := h.RPC("/", tok, "1.0", "GetExtendedAgentCard", map[string]any{})
+	if status != 200 || ans.Error != nil {
+		t.Fatalf("%d %s", status, ans.Raw)
+	}
+	var env struct {
+		Result json.RawMessage `json:"result"`
+	}
+	if err := json.Unmarshal(ans.Raw, &env); err != nil {
+		t.Fatal(err)
+	}
+	check("extended card", env.Result)
+	var directory struct {
+		Agents []json.RawMessage `json:"agents"`
+	}
+	if err := json.Unmarshal(getBody(t, h.Srv.URL+"/.well-known/writ/directory", tok), &directory); err != nil || len(directory.Agents) != 1 {
+		t.Fatalf("the directory: %v %v", directory, err)
+	}
+	check("directory entry", directory.Agents[0])
 }

@@ -10,6 +10,10 @@
 // oneof), and no card with security schemes verifies that way.
 //
 //   node card-verify.mjs --url BASE [--path .well-known/agent-card.json] [--token JWT]
+//   node card-verify.mjs --file CARD.json
+//
+// --file verifies a card a test took from an answer (an extended card, a
+// directory entry).
 //
 // The card is fetched with the bearer token when one is given (writ serves a
 // card to callers who may see the agent); the JWKS without.
@@ -17,6 +21,7 @@
 // Prints one JSON line: {"verified":true,"kid":...,"jku":...,"name":...} and
 // exits 0, or {"verified":false,"error":...} and exits 1.
 
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { verifyAgentCardSignature } from '@a2a-js/sdk';
 import { bearerFetch } from './client-base.mjs';
@@ -29,6 +34,7 @@ const { values: args } = parseArgs({
     url: { type: 'string' },
     path: { type: 'string' },
     token: { type: 'string', default: '' },
+    file: { type: 'string' },
   },
 });
 
@@ -45,10 +51,15 @@ const verify = verifyAgentCardSignature(async (kid, jku) => {
 });
 
 try {
-  const url = new URL(args.path ?? '.well-known/agent-card.json', args.url);
-  const res = await bearerFetch(args.token)(url);
-  if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
-  const card = await res.json();
+  let card;
+  if (args.file) {
+    card = JSON.parse(readFileSync(args.file, 'utf8'));
+  } else {
+    const url = new URL(args.path ?? '.well-known/agent-card.json', args.url);
+    const res = await bearerFetch(args.token)(url);
+    if (!res.ok) throw new Error(`GET ${url}: HTTP ${res.status}`);
+    card = await res.json();
+  }
   await verify(card);
   process.stdout.write(JSON.stringify({ verified: true, ...used, name: card.name }) + '\n');
 } catch (e) {

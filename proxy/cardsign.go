@@ -204,24 +204,47 @@ func LoadCardKeys(path string) (*jose.JSONWebKeySet, error) {
 }
 
 func parseCardKeys(raw []byte) (*jose.JSONWebKeySet, error) {
+	return parseKeySet(raw, true)
+}
+
+// parseKeySet reads a JWKS of public keys; needKid refuses a key without a
+// kid (an operator's file: such a key could never be used), else such keys
+// are left out (a published key set may hold keys for other uses).
+func parseKeySet(raw []byte, needKid bool) (*jose.JSONWebKeySet, error) {
 	var set jose.JSONWebKeySet
 	if err := json.Unmarshal(raw, &set); err != nil {
 		return nil, fmt.Errorf("not a JWKS: %w", err)
 	}
-	if len(set.Keys) == 0 {
-		return nil, errors.New("the key set has no keys")
-	}
+	out := &jose.JSONWebKeySet{}
 	for i, k := range set.Keys {
 		switch {
 		case !k.Valid():
 			return nil, fmt.Errorf("key %d is not a valid key", i)
 		case !k.IsPublic():
 			return nil, fmt.Errorf("key %d is not a public key", i)
-		case k.KeyID == "":
+		case k.KeyID == "" && needKid:
 			return nil, fmt.Errorf("key %d has no kid", i)
+		case k.KeyID != "":
+			out.Keys = append(out.Keys, k)
 		}
 	}
-	return &set, nil
+	if len(out.Keys) == 0 {
+		return nil, errors.New("the key set has no keys with a kid")
+	}
+	return out, nil
+}
+
+// signingKeys are the keys of set that may have made a signature with kid
+// and alg: a key for signing (its use, when given, is sig) of that
+// algorithm (its alg, when given, is alg).
+func signingKeys(set *jose.JSONWebKeySet, kid, alg string) []jose.JSONWebKey {
+	var out []jose.JSONWebKey
+	for _, k := range set.Key(kid) {
+		if (k.Use == "" || k.Use == "sig") && (k.Algorithm == "" || k.Algorithm == alg) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // CardRefusedError is a fetched card writ will not read, and why: the
@@ -292,9 +315,9 @@ func (c *Core) verifySignature(ctx context.Context, rt *route, sig wire.Signatur
 			sets[jku] = set
 		}
 	}
-	keys := set.Key(hdr.KeyID)
+	keys := signingKeys(set, hdr.KeyID, hdr.Algorithm)
 	if len(keys) == 0 {
-		return nil, fmt.Errorf("no key has kid %q", hdr.KeyID)
+		return nil, fmt.Errorf("no signing key has kid %q and algorithm %s", hdr.KeyID, hdr.Algorithm)
 	}
 	for _, content := range contents {
 		jws, err := jose.ParseDetached(compact, content, cardAlgs)
@@ -335,7 +358,7 @@ func (c *Core) fetchJKU(ctx context.Context, jku string) (*jose.JSONWebKeySet, e
 	if err != nil {
 		return nil, fmt.Errorf("jku %s: %v", jku, err)
 	}
-	set, err := parseCardKeys(raw)
+	set, err := parseKeySet(raw, false)
 	if err != nil {
 		return nil, fmt.Errorf("jku %s: %v", jku, err)
 	}

@@ -79,4 +79,19 @@ func TestCardKeysFile(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+	// A published key set (a jku's) may hold keys without a kid: left out.
+	mixed, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{{Key: &k.priv.PublicKey},
+		{Key: &k.priv.PublicKey, KeyID: "s", Use: "sig", Algorithm: "ES256"},
+		{Key: &k.priv.PublicKey, KeyID: "e", Use: "enc"},
+		{Key: &k.priv.PublicKey, KeyID: "r", Algorithm: "RS256"}}})
+	set, err := parseKeySet(mixed, false)
+	if err != nil || len(set.Keys) != 3 {
+		t.Fatalf("a published key set: %v %v", set, err)
+	}
+	// Only a signing key of the signature's algorithm verifies it.
+	for kid, want := range map[string]int{"s": 1, "e": 0, "r": 0} {
+		if got := signingKeys(set, kid, "ES256"); len(got) != want {
+			t.Errorf("kid %s: %d keys, want %d", kid, len(got), want)
+		}
+	}
 }

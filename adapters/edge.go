@@ -82,10 +82,10 @@ type SignedCards interface {
 }
 
 // ExtendedCards is a protocol whose agents serve a richer card to
-// authenticated callers, which writ rewrites in the agent's answer as it
-// rewrites the public card, and signs with sign as it signs the public one.
+// authenticated callers, which writ checks, rewrites and signs in the
+// agent's answer as it does the public card (rw).
 type ExtendedCards interface {
-	RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard, sign wire.Signer) ([]byte, error)
+	RewriteCardAnswer(req *task.Request, status int, body []byte, rw wire.CardRewrite) ([]byte, error)
 }
 
 // Push is a protocol with push notifications, which writ keeps and delivers

@@ -154,14 +154,10 @@ func (cc *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, s
 	if err != nil {
 		return nil, "", err
 	}
-	if sc, ok := cards.(adapters.SignedCards); ok {
-		// What is read is what a signature covers: the verified content,
-		// never the bytes around it.
-		if body, err = cc.c.verifyCard(ctx, cc.rt, sc, body); err != nil {
-			return nil, "", err
-		}
-	} else if cc.rt.agent.RequireSignedCard {
-		return nil, "", refused("its protocol's cards carry no signatures, and agents[].require_signed_card is set")
+	// What is read is what a signature covers: the verified content, never
+	// the bytes around it.
+	if body, err = cc.c.checkCard(ctx, cc.rt, cards, body); err != nil {
+		return nil, "", err
 	}
 	return cards.ParseCard(body)
 }

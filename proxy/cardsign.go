@@ -258,6 +258,19 @@ func refused(format string, args ...any) error {
 	return &CardRefusedError{Reason: fmt.Sprintf(format, args...)}
 }
 
+// checkCard checks a card the agent served (its card, or the extended card
+// in its answer) with the edge that reads it, and returns the card to read.
+func (c *Core) checkCard(ctx context.Context, rt *route, edge any, body []byte) ([]byte, error) {
+	sc, ok := edge.(adapters.SignedCards)
+	if !ok {
+		if rt.agent.RequireSignedCard {
+			return nil, refused("its protocol's cards carry no signatures, and agents[].require_signed_card is set")
+		}
+		return body, nil
+	}
+	return c.verifyCard(ctx, rt, sc, body)
+}
+
 // verifyCard checks the signatures of a card the agent served and returns
 // the card to read: body itself when it is unsigned and the agent does not
 // require a signature, else the content a signature verified over. A card

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,12 +269,16 @@ func TestAgentCardKeysPinned(t *testing.T) {
 // the public one (the extended card it rewrites in the agent's answer, an
 // entry of its directory) goes out unsigned, or with the agent's own
 // signature over content writ changed, so a client that checks signatures
-// cannot trust it, or learns to skip the check. Defence: every card writ
-// renders is signed in the one place that renders it (Core.renderCard, and
-// the extended-card rewrite with the route's signer); the agent's signature
-// is replaced, and the SDK's own check verifies each.
+// cannot trust it, or learns to skip the check; or an extended card whose
+// signature does not verify is passed on rewritten (and so signed by writ).
+// Defence: every card writ renders is signed in the one place that renders
+// it (Core.renderCard, and the extended-card rewrite with the route's
+// signer), and the SDK's own check verifies each; the extended card in the
+// agent's answer is checked like the public card (Core.checkCard) before it
+// is read, and one that fails is not passed on.
 func TestEveryCardWritServesIsSigned(t *testing.T) {
 	peers.EnsureNode(t)
+	var forged atomic.Bool // the agent's extended card carries a signature that does not verify
 	up := proxytest.NewFakeAgent(t, nil)
 	up.Handle = func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
@@ -283,8 +289,7 @@ func TestEveryCardWritServesIsSigned(t *testing.T) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"name":"sanctions","version":"1","supportedInterfaces":[{"url":"%s/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],`+
 			`"capabilities":{"extendedAgentCard":true,"extensions":[{"uri":"urn:x","required":false,"params":{"a":"","n":1.50}}]},"securitySchemes":{"internal":{"apiKeySecurityScheme":{"location":"header","name":"X-Internal-Key"}}},`+
 			`"securityRequirements":[{"schemes":{"internal":{}}}],"defaultInputModes":[],"defaultOutputModes":[],`+
-			`"skills":[{"id":"admin","name":"admin","description":"<x> & \"y\" ☃ \u00e9","tags":["internal"]}],`+
-			`"signatures":[{"protected":"eyJhbGciOiJFUzI1NiJ9","signature":"AAAA"}]}}`, up.Srv.URL)
+			`"skills":[{"id":"admin","name":"admin","description":"<x> & \"y\" ☃ \u00e9","tags":["internal"]}]%s}}`, up.Srv.URL, sigs(forged.Load()))
 	}
 	a := proxytest.SanctionsAgent(up.Srv.URL)
 	a.PublicURL, a.Skills = "self", nil
@@ -323,4 +328,21 @@ func TestEveryCardWritServesIsSigned(t *testing.T) {
 		t.Fatalf("the directory: %v %v", directory, err)
 	}
 	check("directory entry", directory.Agents[0])
+	forged.Store(true)
+	status, ans = h.RPC("/", tok, "1.0", "GetExtendedAgentCard", map[string]any{})
+	if ans.Error == nil || bytes.Contains(ans.Raw, []byte(`"name":"sanctions"`)) {
+		t.Fatalf("an extended card whose signature does not verify was passed on: %d %s", status, ans.Raw)
+	}
+}
+
+// sigs is a signatures member for the fake agent's extended card: one that
+// names a kid and a jku writ is not allowed to ask (and so cannot verify),
+// or none.
+func sigs(forged bool) string {
+	if !forged {
+		return ""
+	}
+	// {"alg":"ES256","kid":"k","jku":"https://169.254.169.254/jwks.json"}
+	protected := base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"ES256","kid":"k","jku":"https://169.254.169.254/jwks.json"}`))
+	return `,"signatures":[{"protected":"` + protected + `","signature":"AAAA"}]`
 }

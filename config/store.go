@@ -22,6 +22,8 @@ const (
 	DefaultSweepInterval = 10 * time.Second
 	DefaultCommitDelay   = 100 * time.Millisecond
 	DefaultWorkLease     = 30 * time.Second
+	// MaxBatchWindow bounds store.batch_window (the file store's own bound).
+	MaxBatchWindow = 10 * time.Millisecond
 )
 
 // Store configures the lifecycle store: where task records, context owners,
@@ -44,6 +46,12 @@ type Store struct {
 	// be durable at once (a non-terminal state, an artifact name) before it
 	// commits it, when no durable write commits it sooner (default 100ms).
 	CommitDelay time.Duration `yaml:"commit_delay"`
+	// BatchWindow is how long the file store lets a commit that a request
+	// waits for wait, from the first such write, for other requests' writes
+	// to share its fsync, when no commit is under way (default 0: it starts
+	// at once, and the writes that arrive while it syncs share the next one).
+	// At most 10ms: it adds to every durable write's wait.
+	BatchWindow time.Duration `yaml:"batch_window"`
 	// WorkLease is how long this process holds a push delivery or a followed
 	// task without renewing its lease (default 30s). Leases are renewed, and
 	// unheld work claimed, every third of it; a process that dies has its work
@@ -127,6 +135,12 @@ func (s *Store) validate(bad func(key, format string, args ...any)) {
 		if d < 0 {
 			bad(key, "must be positive")
 		}
+	}
+	if s.BatchWindow < 0 || s.BatchWindow > MaxBatchWindow {
+		bad("store.batch_window", "%v: must be between 0 and %v (it adds to the wait of every durable write)", s.BatchWindow, MaxBatchWindow)
+	}
+	if s.BatchWindow != 0 && s.Kind != "" && s.Kind != StoreFile {
+		bad("store.batch_window", "only with kind file (kind is %s)", s.Kind)
 	}
 	if s.WorkLease > 0 && s.WorkLease < 300*time.Millisecond {
 		bad("store.work_lease", "%v is too short to renew in time (at least 300ms)", s.WorkLease)

@@ -15,15 +15,15 @@ func TestStore(t *testing.T) {
 	}
 	s := c.Store
 	if s.Kind != "" || s.Path != "" || s.Redis != nil || s.SweepInterval != 10*time.Second ||
-		s.CommitDelay != 100*time.Millisecond || s.WorkLease != 30*time.Second {
+		s.CommitDelay != 100*time.Millisecond || s.WorkLease != 30*time.Second || s.BatchWindow != 0 {
 		t.Errorf("store defaults: %+v", s)
 	}
-	c, err = Parse([]byte(good + "store: {kind: file, path: /var/lib/writ/x.db, sweep_interval: 1m, commit_delay: 10ms, work_lease: 5s}\n"))
+	c, err = Parse([]byte(good + "store: {kind: file, path: /var/lib/writ/x.db, sweep_interval: 1m, commit_delay: 10ms, work_lease: 5s, batch_window: 2ms}\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s := c.Store; s.Kind != StoreFile || s.Path != "/var/lib/writ/x.db" || s.SweepInterval != time.Minute ||
-		s.CommitDelay != 10*time.Millisecond || s.WorkLease != 5*time.Second || s.String() != "file at /var/lib/writ/x.db" {
+		s.CommitDelay != 10*time.Millisecond || s.WorkLease != 5*time.Second || s.BatchWindow != 2*time.Millisecond || s.String() != "file at /var/lib/writ/x.db" {
 		t.Errorf("file store: %+v", s)
 	}
 	c, err = Parse([]byte(good + `store:
@@ -62,6 +62,9 @@ func TestStore(t *testing.T) {
 		"store.redis: only":                 "store: {kind: file, redis: {addr: 'x:1'}}",
 		"store.sweep_interval":              "store: {sweep_interval: -1s}",
 		"store.commit_delay":                "store: {commit_delay: -1s}",
+		"store.batch_window: -1ms":          "store: {batch_window: -1ms}",
+		"store.batch_window: 11ms":          "store: {batch_window: 11ms}",
+		"store.batch_window: only":          "store: {kind: memory, batch_window: 1ms}",
 		"store.work_lease: must":            "store: {work_lease: -1s}",
 		"store.work_lease: 10ms":            "store: {work_lease: 10ms}",
 		"store.redis.addr":                  "store: {kind: redis, redis: {addr: redis}}",

@@ -174,6 +174,7 @@ func (c *Core) follow(ctx context.Context, x *exchange, id string, resumed bool)
 			continue
 		}
 		c.observe(ttl, fp, evs)
+		fp.sync(ttl)
 	}
 }
 

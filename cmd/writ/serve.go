@@ -116,7 +116,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	if store.queue != nil {
 		work = &proxy.Work{Queue: store.queue, Holder: holder, Lease: cfg.Store.WorkLease}
 	}
-	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Events: bus,
+	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store.Store, Logger: log, Events: bus,
 		Push: notifier(deliverer), Work: work})
 	if err != nil {
 		return nil, err

@@ -67,7 +67,8 @@ func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*stateSt
 		if path == "" {
 			path = defaultStorePath(varLibDir, os.Getenv)
 		}
-		fs, err := filestore.Open(path, l, filestore.Options{SweepInterval: sc.SweepInterval, CommitDelay: sc.CommitDelay})
+		fs, err := filestore.Open(path, l, filestore.Options{SweepInterval: sc.SweepInterval, CommitDelay: sc.CommitDelay,
+			BatchWindow: sc.BatchWindow})
 		if err != nil {
 			return nil, fmt.Errorf("store (file %s): %w", path, err)
 		}

@@ -1,0 +1,354 @@
+package filestore
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// A bbolt commit holds the file's one write transaction through both of its
+// fdatasyncs, so no write can be applied while a commit syncs. Writes are
+// therefore applied to an overlay — the changes since the last commit began,
+// by bucket and key, in memory — on top of the committed file, and a commit
+// copies a frozen overlay into one bbolt transaction while the next overlay
+// takes the writes that arrive meanwhile. Every operation reads through
+// the layers (the open overlay, the one being committed, the file), so it
+// sees every write applied before it, committed or not.
+
+// overlay is the writes applied since the last commit began.
+type overlay struct {
+	buckets map[string]*ovBucket
+	// n counts the operations that wrote to it; full: it commits as soon
+	// as it can (a sweep that found more to remove).
+	n    int
+	full bool
+	// urgent: a caller waits for its commit (a durable write), or will
+	// (a deferred write, which Batch.Sync waits for); urgentSince is when
+	// the first such write was applied, lazySince the first of any write.
+	urgent                 bool
+	urgentSince, lazySince int64 // Unix ns, of the monotonic writer clock
+	// done is closed when the overlay is committed (err nil) or lost (err
+	// set: its commit, or an earlier one it was built on, failed).
+	done chan struct{}
+	err  error
+	// undo holds what the operation being applied replaced, so that an
+	// operation that fails half way leaves nothing behind.
+	undo []undoEntry
+}
+
+// ovBucket is one bucket's changes: each key's new value, or its deletion,
+// and the keys in order for cursors.
+type ovBucket struct {
+	m    map[string]ovEntry
+	keys []string // sorted, every key of m
+}
+
+type ovEntry struct {
+	v   []byte
+	del bool
+}
+
+type undoEntry struct {
+	b    *ovBucket
+	key  string
+	had  bool
+	prev ovEntry
+}
+
+func newOverlay() *overlay {
+	return &overlay{buckets: map[string]*ovBucket{}, done: make(chan struct{})}
+}
+
+func (o *overlay) bucket(name []byte) *ovBucket {
+	if o == nil {
+		return nil
+	}
+	return o.buckets[string(name)]
+}
+
+// set records k's new value (or deletion) and what it replaced.
+func (o *overlay) set(name, k []byte, e ovEntry) {
+	ob := o.buckets[string(name)]
+	if ob == nil {
+		ob = &ovBucket{m: map[string]ovEntry{}}
+		o.buckets[string(name)] = ob
+	}
+	key := string(k)
+	prev, had := ob.m[key]
+	o.undo = append(o.undo, undoEntry{b: ob, key: key, had: had, prev: prev})
+	if !had {
+		i, _ := slices.BinarySearch(ob.keys, key)
+		ob.keys = slices.Insert(ob.keys, i, key)
+	}
+	ob.m[key] = e
+}
+
+// rollbackOp undoes the writes of the operation being applied.
+func (o *overlay) rollbackOp() {
+	for i := len(o.undo) - 1; i >= 0; i-- {
+		u := o.undo[i]
+		if u.had {
+			u.b.m[u.key] = u.prev
+			continue
+		}
+		delete(u.b.m, u.key)
+		if j, ok := slices.BinarySearch(u.b.keys, u.key); ok {
+			u.b.keys = slices.Delete(u.b.keys, j, j+1)
+		}
+	}
+	o.undo = o.undo[:0]
+}
+
+// copyTo writes the overlay's changes into a bbolt write transaction.
+func (o *overlay) copyTo(tx *bolt.Tx) error {
+	for name, ob := range o.buckets {
+		b := tx.Bucket([]byte(name))
+		if b == nil {
+			return errNoBucket(name)
+		}
+		for _, k := range ob.keys {
+			e := ob.m[k]
+			var err error
+			if e.del {
+				err = b.Delete([]byte(k))
+			} else {
+				err = b.Put([]byte(k), e.v)
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func errNoBucket(name string) error { return fmt.Errorf("filestore: the file has no bucket %q", name) }
+
+// view is what an operation reads and writes: the open overlay (nil for a
+// read), the overlay being committed (nil when none is) and the file as last
+// committed (a read-only bbolt transaction). It is used by one goroutine,
+// under Store.mu.
+type view struct {
+	// layers are the overlays, the open one first; w is the one writes go
+	// to (the open overlay, nil in a read).
+	layers [2]*overlay
+	w      *overlay
+	base   *bolt.Tx
+}
+
+// Bucket returns the bucket name through every layer.
+func (v *view) Bucket(name []byte) bucket {
+	return bucket{v: v, name: name, base: v.base.Bucket(name)}
+}
+
+// bucket is one bucket through a view's layers.
+type bucket struct {
+	v    *view
+	name []byte
+	base *bolt.Bucket
+}
+
+// lookup finds k in the overlays, the open one first.
+func (b bucket) lookup(k []byte) (ovEntry, bool) {
+	for _, o := range b.v.layers {
+		if ob := o.bucket(b.name); ob != nil {
+			if e, ok := ob.m[string(k)]; ok {
+				return e, true
+			}
+		}
+	}
+	return ovEntry{}, false
+}
+
+// Get returns k's value, nil if it has none. The value must not be changed.
+func (b bucket) Get(k []byte) []byte {
+	if e, ok := b.lookup(k); ok {
+		if e.del {
+			return nil
+		}
+		return e.v
+	}
+	if b.base == nil {
+		return nil
+	}
+	return b.base.Get(k)
+}
+
+// Put sets k to a copy of v in the open overlay.
+func (b bucket) Put(k, v []byte) error {
+	if b.v.w == nil {
+		return bolterrors.ErrTxNotWritable
+	}
+	b.v.w.set(b.name, k, ovEntry{v: append(make([]byte, 0, len(v)), v...)})
+	return nil
+}
+
+// Delete removes k in the open overlay.
+func (b bucket) Delete(k []byte) error {
+	if b.v.w == nil {
+		return bolterrors.ErrTxNotWritable
+	}
+	b.v.w.set(b.name, k, ovEntry{del: true})
+	return nil
+}
+
+// ForEach calls fn for every key in order.
+func (b bucket) ForEach(fn func(k, v []byte) error) error {
+	c := b.Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if err := fn(k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Cursor returns a cursor over the bucket's keys through every layer.
+func (b bucket) Cursor() *cursor {
+	c := &cursor{b: b}
+	if b.base != nil {
+		c.bc = b.base.Cursor()
+	}
+	return c
+}
+
+// cursor walks a bucket's keys in order, each with its value from the top
+// layer that has it, skipping deleted ones. It keeps its place by key, so
+// writes between its moves (the sweep deletes what it just read) are safe.
+type cursor struct {
+	b   bucket
+	bc  *bolt.Cursor
+	key []byte // the current key, nil before the first move or past the end
+}
+
+// First moves to the first key.
+func (c *cursor) First() ([]byte, []byte) { return c.seek(nil, true) }
+
+// Seek moves to the first key at or after k.
+func (c *cursor) Seek(k []byte) ([]byte, []byte) { return c.seek(k, true) }
+
+// Next moves to the key after the current one.
+func (c *cursor) Next() ([]byte, []byte) {
+	if c.key == nil {
+		return nil, nil
+	}
+	return c.seek(c.key, false)
+}
+
+// Delete removes the current key.
+func (c *cursor) Delete() error {
+	if c.key == nil {
+		return nil
+	}
+	return c.b.Delete(c.key)
+}
+
+// seek moves to the first live key at or after k (after k when !incl).
+func (c *cursor) seek(k []byte, incl bool) ([]byte, []byte) {
+	for {
+		var best []byte
+		found := false
+		consider := func(cand []byte) {
+			if !found || bytes.Compare(cand, best) < 0 {
+				best, found = cand, true
+			}
+		}
+		for _, o := range c.b.v.layers {
+			if ob := o.bucket(c.b.name); ob != nil {
+				i := sort.SearchStrings(ob.keys, string(k))
+				if !incl && i < len(ob.keys) && ob.keys[i] == string(k) {
+					i++
+				}
+				if i < len(ob.keys) {
+					consider([]byte(ob.keys[i]))
+				}
+			}
+		}
+		if c.bc != nil {
+			var bk []byte
+			if k == nil {
+				bk, _ = c.bc.First()
+			} else {
+				bk, _ = c.bc.Seek(k)
+				if !incl && bk != nil && bytes.Equal(bk, k) {
+					bk, _ = c.bc.Next()
+				}
+			}
+			if bk != nil {
+				consider(bk)
+			}
+		}
+		if !found {
+			c.key = nil
+			return nil, nil
+		}
+		best = append([]byte(nil), best...) // a bbolt key is valid only in place
+		if v, live := c.value(best); live {
+			c.key = best
+			return best, v
+		}
+		k, incl = best, false
+	}
+}
+
+// Last moves to the last live key.
+func (c *cursor) Last() ([]byte, []byte) {
+	var bound []byte // exclusive upper bound; nil: none
+	for {
+		var best []byte
+		found := false
+		consider := func(cand []byte) {
+			if !found || bytes.Compare(cand, best) > 0 {
+				best, found = cand, true
+			}
+		}
+		for _, o := range c.b.v.layers {
+			if ob := o.bucket(c.b.name); ob != nil {
+				i := len(ob.keys)
+				if bound != nil {
+					i = sort.SearchStrings(ob.keys, string(bound))
+				}
+				if i > 0 {
+					consider([]byte(ob.keys[i-1]))
+				}
+			}
+		}
+		if c.bc != nil {
+			var bk []byte
+			if bound == nil {
+				bk, _ = c.bc.Last()
+			} else if bk, _ = c.bc.Seek(bound); bk == nil {
+				bk, _ = c.bc.Last()
+			} else {
+				bk, _ = c.bc.Prev()
+			}
+			if bk != nil && (bound == nil || bytes.Compare(bk, bound) < 0) {
+				consider(bk)
+			}
+		}
+		if !found {
+			c.key = nil
+			return nil, nil
+		}
+		best = append([]byte(nil), best...)
+		if v, live := c.value(best); live {
+			c.key = best
+			return best, v
+		}
+		bound = best
+	}
+}
+
+// value is k's value from the top layer that has it; live is false when
+// that layer deleted it.
+func (c *cursor) value(k []byte) ([]byte, bool) {
+	if e, ok := c.b.lookup(k); ok {
+		return e.v, !e.del
+	}
+	// Not in an overlay: the key came from the file.
+	return c.b.base.Get(k), true
+}

@@ -44,6 +44,8 @@ func main() {
 	request := fs.String("request", "bench/request_allow.json", "load: the request, as an ext_authz CheckRequest (JSON)")
 	conns := fs.Int("c", 32, "load: connections, one request at a time on each")
 	duration := fs.Duration("duration", 5*time.Second, "load: how long to send")
+	keepPush := fs.Bool("keep-push", false, "load: keep the request's push config (its callback host does not exist here: "+
+		"writ would retry every notification against it, and the run would measure that retry queue, not the sends)")
 	_ = fs.Parse(os.Args[2:])
 	var err error
 	switch os.Args[1] {
@@ -53,7 +55,7 @@ func main() {
 		err = bare(*listen, *up)
 	case "load":
 		var res Result
-		if res, err = Load(*target, *request, *conns, *duration); err == nil {
+		if res, err = Load(*target, *request, *conns, *duration, *keepPush); err == nil {
 			err = json.NewEncoder(os.Stdout).Encode(res)
 		}
 	default:
@@ -133,10 +135,15 @@ func readTemplate(file string) (template, error) {
 
 // Load sends the request on conns connections for d, each one request at a
 // time, and summarises the answers.
-func Load(target, file string, conns int, d time.Duration) (Result, error) {
+func Load(target, file string, conns int, d time.Duration, keepPush bool) (Result, error) {
 	t, err := readTemplate(file)
 	if err != nil {
 		return Result{}, err
+	}
+	if !keepPush {
+		if t.body, err = withoutPush(t.body); err != nil {
+			return Result{}, fmt.Errorf("%s: %w", file, err)
+		}
 	}
 	tr := &http.Transport{MaxIdleConns: conns, MaxIdleConnsPerHost: conns, MaxConnsPerHost: conns, IdleConnTimeout: time.Minute}
 	defer tr.CloseIdleConnections()
@@ -184,6 +191,20 @@ func Load(target, file string, conns int, d time.Duration) (Result, error) {
 		res.P99us = float64(lat[min(n-1, n*99/100)].Microseconds())
 	}
 	return res, nil
+}
+
+// withoutPush removes params.configuration.taskPushNotificationConfig.
+func withoutPush(body []byte) ([]byte, error) {
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, err
+	}
+	if params, ok := req["params"].(map[string]any); ok {
+		if conf, ok := params["configuration"].(map[string]any); ok {
+			delete(conf, "taskPushNotificationConfig")
+		}
+	}
+	return json.Marshal(req)
 }
 
 func (t template) do(client *http.Client, base string) error {

@@ -138,11 +138,22 @@ type view struct {
 	layers [2]*overlay
 	w      *overlay
 	base   *bolt.Tx
+	// opened caches the file's buckets: a read-only bbolt transaction
+	// looks a bucket up again at every Bucket call.
+	opened map[string]*bolt.Bucket
 }
 
 // Bucket returns the bucket name through every layer.
 func (v *view) Bucket(name []byte) bucket {
-	return bucket{v: v, name: name, base: v.base.Bucket(name)}
+	bb, ok := v.opened[string(name)]
+	if !ok {
+		bb = v.base.Bucket(name)
+		if v.opened == nil {
+			v.opened = make(map[string]*bolt.Bucket, len(allBuckets))
+		}
+		v.opened[string(name)] = bb
+	}
+	return bucket{v: v, name: name, base: bb}
 }
 
 // bucket is one bucket through a view's layers.
@@ -247,51 +258,60 @@ func (c *cursor) Delete() error {
 	return c.b.Delete(c.key)
 }
 
-// seek moves to the first live key at or after k (after k when !incl).
+// seek moves to the first live key at or after k (after k when !incl). Each
+// source keeps its place while deleted keys are skipped, so skipping is
+// O(1) a key.
 func (c *cursor) seek(k []byte, incl bool) ([]byte, []byte) {
+	var bk, bv []byte // the file's next key
+	if c.bc != nil {
+		if k == nil {
+			bk, bv = c.bc.First()
+		} else if bk, bv = c.bc.Seek(k); !incl && bk != nil && bytes.Equal(bk, k) {
+			bk, bv = c.bc.Next()
+		}
+	}
+	var keys [2][]string // each overlay's keys from its next one on
+	for j, o := range c.b.v.layers {
+		if ob := o.bucket(c.b.name); ob != nil {
+			i := sort.SearchStrings(ob.keys, string(k))
+			if !incl && i < len(ob.keys) && ob.keys[i] == string(k) {
+				i++
+			}
+			keys[j] = ob.keys[i:]
+		}
+	}
 	for {
-		var best []byte
-		found := false
-		consider := func(cand []byte) {
-			if !found || bytes.Compare(cand, best) < 0 {
-				best, found = cand, true
+		best, fromFile := bk, bk != nil
+		for _, ks := range keys {
+			if len(ks) > 0 && (best == nil || ks[0] < string(best)) {
+				best, fromFile = []byte(ks[0]), false
 			}
 		}
-		for _, o := range c.b.v.layers {
-			if ob := o.bucket(c.b.name); ob != nil {
-				i := sort.SearchStrings(ob.keys, string(k))
-				if !incl && i < len(ob.keys) && ob.keys[i] == string(k) {
-					i++
-				}
-				if i < len(ob.keys) {
-					consider([]byte(ob.keys[i]))
-				}
-			}
-		}
-		if c.bc != nil {
-			var bk []byte
-			if k == nil {
-				bk, _ = c.bc.First()
-			} else {
-				bk, _ = c.bc.Seek(k)
-				if !incl && bk != nil && bytes.Equal(bk, k) {
-					bk, _ = c.bc.Next()
-				}
-			}
-			if bk != nil {
-				consider(bk)
-			}
-		}
-		if !found {
+		if best == nil {
 			c.key = nil
 			return nil, nil
 		}
-		best = append([]byte(nil), best...) // a bbolt key is valid only in place
-		if v, live := c.value(best); live {
-			c.key = best
-			return best, v
+		if fromFile {
+			best = append([]byte(nil), best...) // a bbolt key is valid only in place
 		}
-		k, incl = best, false
+		e, over := c.b.lookup(best)
+		if !over {
+			c.key = best
+			return best, bv // only the file has it
+		}
+		if !e.del {
+			c.key = best
+			return best, e.v
+		}
+		// Deleted: every source moves past it.
+		if bk != nil && bytes.Equal(bk, best) {
+			bk, bv = c.bc.Next()
+		}
+		for j, ks := range keys {
+			if len(ks) > 0 && ks[0] == string(best) {
+				keys[j] = ks[1:]
+			}
+		}
 	}
 }
 
@@ -306,6 +326,7 @@ func (c *cursor) Last() ([]byte, []byte) {
 				best, found = cand, true
 			}
 		}
+		// (Last is rare: the heaviest owner. It is written for clarity.)
 		for _, o := range c.b.v.layers {
 			if ob := o.bucket(c.b.name); ob != nil {
 				i := len(ob.keys)

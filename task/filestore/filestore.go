@@ -134,8 +134,11 @@ type Store struct {
 	// epoch is the start of the writer's clock (monotonic, for the timers).
 	epoch time.Time
 	// commits counts the transactions committed (each one bbolt commit: its
-	// fdatasyncs), for the tests that check that writes share them.
-	commits atomic.Uint64
+	// fdatasyncs), for the tests that check that writes share them; and
+	// beforeCommit, when set (tests), runs in the commit's goroutine before
+	// it writes: an error fails the commit.
+	commits      atomic.Uint64
+	beforeCommit func() error
 }
 
 // clock is the writer's monotonic time in ns.
@@ -386,9 +389,16 @@ func (s *Store) startCommit(committed chan<- error) {
 	s.mu.Lock()
 	o := s.cur
 	s.frozen, s.cur = o, newOverlay()
+	hook := s.beforeCommit
 	s.mu.Unlock()
 	go func() {
-		err := s.db.Update(o.copyTo)
+		var err error
+		if hook != nil {
+			err = hook()
+		}
+		if err == nil {
+			err = s.db.Update(o.copyTo)
+		}
 		if err == nil {
 			s.commits.Add(1)
 		}

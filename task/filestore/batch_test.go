@@ -63,7 +63,7 @@ func TestGroupCommit(t *testing.T) {
 	go func() { lead <- s.Create(ctx, storetest.Record("lead", task.Queued)) }()
 	<-started
 	const n = 32
-	var wg sync.WaitGroup
+	var wg, applied sync.WaitGroup
 	errs := make(chan error, 2*n)
 	var refs []task.Ref
 	for i := range n {
@@ -72,26 +72,18 @@ func TestGroupCommit(t *testing.T) {
 		wg.Go(func() { errs <- s.Create(ctx, storetest.Owned(id, "o"+id, task.Queued)) })
 		bid := fmt.Sprint("batch-", i)
 		refs = append(refs, storetest.Ref(bid))
+		applied.Add(1)
 		wg.Go(func() {
 			b := s.Defer()
-			owner := task.Owner{AgentID: "o" + bid}
-			r := storetest.Owned(bid, owner.AgentID, task.Succeeded)
-			r.Task.ContextID = "ctx-" + bid
-			if err := b.Create(ctx, r); err != nil {
-				errs <- err
-				return
+			err := batchWrites(ctx, b, bid)
+			applied.Done() // every write of b is applied (or refused)
+			if err == nil {
+				err = b.Sync(ctx)
 			}
-			if _, err := b.ClaimContext(ctx, task.Ref{Agent: storetest.Agent, ID: r.Task.ContextID}, owner); err != nil {
-				errs <- err
-				return
-			}
-			if _, err := b.SetPush(ctx, storetest.Ref(bid), task.PushConfig{URL: "https://cb.example/" + bid}); err != nil {
-				errs <- err
-				return
-			}
-			errs <- b.Sync(ctx)
+			errs <- err
 		})
 	}
+	applied.Wait()
 	waitVisible(t, s, refs)
 	if got := filestore.Commits(s) - before; got != 0 {
 		t.Fatalf("%d commits while the first one is held", got)
@@ -115,6 +107,22 @@ func TestGroupCommit(t *testing.T) {
 			t.Fatalf("%v returned but is not on disk", ref)
 		}
 	}
+}
+
+// batchWrites records a new task as the core does for an answer that
+// reveals one: the task, its context's owner, its push config.
+func batchWrites(ctx context.Context, b task.Deferred, id string) error {
+	owner := task.Owner{AgentID: "o" + id}
+	r := storetest.Owned(id, owner.AgentID, task.Succeeded)
+	r.Task.ContextID = "ctx-" + id
+	if err := b.Create(ctx, r); err != nil {
+		return err
+	}
+	if _, err := b.ClaimContext(ctx, task.Ref{Agent: storetest.Agent, ID: r.Task.ContextID}, owner); err != nil {
+		return err
+	}
+	_, err := b.SetPush(ctx, storetest.Ref(id), task.PushConfig{URL: "https://cb.example/" + id})
+	return err
 }
 
 // TestBatchDefers: a Batch's writes return once applied — while a commit is

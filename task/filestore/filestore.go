@@ -1,25 +1,36 @@
 // Package filestore is writ's embedded durable lifecycle store: one bbolt file
 // holding the task records, context owners, tombstones and the work queue, so
-// a restart (or kill -9) loses nothing that matters.
+// a restart (or kill -9) loses nothing that an answer revealed.
+//
+// Group commit is this package's own commit loop, not bbolt's DB.Batch.
+// Batch coalesces concurrent Update calls into one transaction, but every
+// caller still waits for that commit, and bbolt holds its one write
+// transaction through both fdatasyncs of a commit, so nothing can be applied
+// while a commit syncs. Here one goroutine (the writer, started by Open,
+// stopped by Close) applies every write at once to an in-memory overlay on
+// top of the committed file (overlay.go), and commits a frozen overlay in
+// the background while the next one takes the writes that arrive meanwhile:
+// one commit (two fdatasyncs) per batch, whatever the number of requests in
+// it, and a write never waits for a sync to be applied. Reads go through the
+// overlays to the file, so they see every write applied. A commit starts
+// when none is under way and a caller waits for it (after
+// Options.BatchWindow, default 0), else CommitDelay after the first lazy
+// write.
 //
 // Durability is per write. The writes that matter — a task created with its
 // owner, a context's owner, a push config stored or removed, a task deleted
-// or reaching a terminal state, every work item change — are committed and
-// fsynced before the call returns. The others — a non-terminal state change,
-// artifact names, a repeated state — return as soon as they are applied: they
+// or reaching a terminal state, every work item change — are durable before
+// the call returns, or, made through a Batch (Store.Defer, task.Deferred),
+// before the Batch's Sync returns: the core syncs what one answer revealed
+// once, before the answer is sent. The others — a non-terminal state change,
+// artifact names, a repeated state — return as soon as they are applied and
 // ride the next commit, which the next write that matters makes, or which
-// Options.CommitDelay forces (default 100ms). Reads see them at once. A crash
-// can lose the last CommitDelay of those (the task then shows an earlier,
-// non-terminal state, which the agent's next answer moves on), never a write
-// that matters, and never a lazy change without the durable ones before it.
-//
-// Every write runs in one goroutine (started by Open, stopped by Close), in
-// a bbolt read-write transaction that stays open while only lazy writes
-// arrive. Writes are group-committed: the writes that arrive while a commit
-// is being synced are applied together in the next transaction and share its
-// fsync, so concurrent requests pay about one sync per batch rather than one
-// each, and a write that matters is never delayed by a timer. The same
-// goroutine runs the background sweep that removes expired records.
+// Options.CommitDelay forces (default 100ms). A crash can lose the last
+// CommitDelay of those (the task then shows an earlier, non-terminal state,
+// which the agent's next answer moves on), never a write that matters, and
+// never a lazy change without the durable ones before it (overlays commit in
+// order). A failed commit loses its overlay and the one built on it; every
+// call and Sync waiting for either fails with task.ErrUnavailable.
 //
 // Indexes (buckets) keep every operation O(log n): records by ref; an age
 // index (update time → ref) for expiry; finished records by update time; per
@@ -28,7 +39,8 @@
 // contexts; tombstones in eviction order; push-config counts per owner; work
 // items by id and by lease end; the retired-id set (task/retired.go), one
 // value per block, its layout in the meta bucket: fixed when the file is made,
-// so that a changed lifecycle.retired size applies to a new file only.
+// so that a changed lifecycle.retired size applies to a new file only. The
+// writer also runs the background sweep that removes expired records.
 package filestore
 
 import (

@@ -70,7 +70,7 @@ func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*stateSt
 		}
 		ensureSyncHeadroom(log)
 		fs, err := filestore.Open(path, l, filestore.Options{SweepInterval: sc.SweepInterval, CommitDelay: sc.CommitDelay,
-			BatchWindow: sc.BatchWindow})
+			BatchWindow: sc.FileBatchWindow()})
 		if err != nil {
 			return nil, fmt.Errorf("store (file %s): %w", path, err)
 		}

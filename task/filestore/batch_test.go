@@ -203,19 +203,26 @@ func TestBatchSyncFails(t *testing.T) {
 	}
 }
 
-// TestBatchWindowBounds: Open refuses a batch window outside [0, MaxBatchWindow].
+// TestBatchWindowBounds: Open refuses a batch window over MaxBatchWindow;
+// negative is none, and every window in range commits what a Batch syncs.
 func TestBatchWindowBounds(t *testing.T) {
-	for _, w := range []time.Duration{-time.Millisecond, filestore.MaxBatchWindow + time.Millisecond} {
-		if _, err := filestore.Open(tempPath(t), task.MemoryLimits{}, filestore.Options{BatchWindow: w}); err == nil {
-			t.Errorf("batch window %v accepted", w)
+	if _, err := filestore.Open(tempPath(t), task.MemoryLimits{}, filestore.Options{BatchWindow: filestore.MaxBatchWindow + 1}); err == nil {
+		t.Errorf("batch window %v accepted", filestore.MaxBatchWindow+1)
+	}
+	for _, w := range []time.Duration{-1, 0, filestore.MaxBatchWindow} {
+		s := open(t, tempPath(t), task.MemoryLimits{}, filestore.Options{BatchWindow: w})
+		for i := range 3 { // the second and third find the store busy
+			b := s.Defer()
+			id := fmt.Sprint("t", i)
+			if err := b.Create(context.Background(), storetest.Record(id, task.Queued)); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := onDisk(t, s, storetest.Ref(id)); !ok {
+				t.Fatalf("window %v: %s synced but not on disk", w, id)
+			}
 		}
-	}
-	s := open(t, tempPath(t), task.MemoryLimits{}, filestore.Options{BatchWindow: filestore.MaxBatchWindow})
-	b := s.Defer()
-	if err := b.Create(context.Background(), storetest.Record("t1", task.Queued)); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Sync(context.Background()); err != nil {
-		t.Fatal(err)
 	}
 }

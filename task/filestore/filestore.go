@@ -14,7 +14,7 @@
 // it, and a write never waits for a sync to be applied. Reads go through the
 // overlays to the file, so they see every write applied. A commit starts
 // when none is under way and a caller waits for it (after
-// Options.BatchWindow, default 0), else CommitDelay after the first lazy
+// Options.BatchWindow while busy), else CommitDelay after the first lazy
 // write.
 //
 // Durability is per write. The writes that matter — a task created with its
@@ -65,10 +65,10 @@ const (
 	DefaultSweepInterval = 10 * time.Second
 	DefaultLockTimeout   = 2 * time.Second
 	DefaultCommitDelay   = 100 * time.Millisecond
-	// DefaultBatchWindow is 0: a commit starts as soon as a write needs one
-	// and no commit is under way; the writes that arrive while it syncs
-	// share the next one.
-	DefaultBatchWindow = 0
+	// DefaultBatchWindow: while the store is busy, a commit waits up to 1ms
+	// from its first urgent write for more writes to share it; an idle
+	// store commits at once.
+	DefaultBatchWindow = time.Millisecond
 	// MaxBatchWindow bounds Options.BatchWindow: every durable write waits
 	// up to that long before its commit even starts.
 	MaxBatchWindow = 10 * time.Millisecond
@@ -103,9 +103,12 @@ type Options struct {
 	// every write commits at once, as a write that matters does).
 	CommitDelay time.Duration
 	// BatchWindow is how long a commit that a caller waits for may wait,
-	// from its first such write, for more writes to share it, when no commit
-	// is under way (default 0: it starts at once; writes that arrive while
-	// a commit syncs wait for it to end either way). At most MaxBatchWindow.
+	// from its first such write, for more writes to share it, when the
+	// store is busy: the last commit ended less than BatchWindow ago (default
+	// DefaultBatchWindow, 1ms; negative: never, a commit starts as soon as
+	// none is under way). An idle store commits at once, and writes that
+	// arrive while a commit syncs wait for it either way. At most
+	// MaxBatchWindow.
 	BatchWindow time.Duration
 	// Work bounds the work queue. Its Now defaults to the store's clock.
 	Work task.WorkLimits
@@ -141,8 +144,10 @@ type Store struct {
 	// frozen the one being committed (nil when none is).
 	mu          sync.RWMutex
 	cur, frozen *overlay
-	// sweepMore: the last sweep stopped at its bound (the writer's own).
-	sweepMore bool
+	// sweepMore: the last sweep stopped at its bound; lastCommit: when the
+	// last commit ended (writer clock; 0 before the first). The writer's own.
+	sweepMore  bool
+	lastCommit int64
 	// epoch is the start of the writer's clock (monotonic, for the timers).
 	epoch time.Time
 	// commits counts the transactions committed (each one bbolt commit: its
@@ -182,8 +187,13 @@ func Open(path string, l task.MemoryLimits, o Options) (*Store, error) {
 	if o.CommitDelay == 0 {
 		o.CommitDelay = DefaultCommitDelay
 	}
-	if o.BatchWindow < 0 || o.BatchWindow > MaxBatchWindow {
-		return nil, fmt.Errorf("filestore: batch window %v: must be between 0 and %v", o.BatchWindow, MaxBatchWindow)
+	switch {
+	case o.BatchWindow == 0:
+		o.BatchWindow = DefaultBatchWindow
+	case o.BatchWindow < 0:
+		o.BatchWindow = 0
+	case o.BatchWindow > MaxBatchWindow:
+		return nil, fmt.Errorf("filestore: batch window %v: at most %v", o.BatchWindow, MaxBatchWindow)
 	}
 	l = l.WithDefaults()
 	if o.Work.Now == nil {
@@ -350,9 +360,7 @@ func (s *Store) writer() {
 					break drain
 				}
 			}
-			for _, o := range batch {
-				s.applyOp(o)
-			}
+			s.applyBatch(batch)
 		case err := <-committed:
 			s.resolve(err)
 		case <-timer.C:
@@ -382,7 +390,13 @@ func (s *Store) schedule(timer *time.Timer, committed chan error) {
 	now := s.clock()
 	due := cur.lazySince + int64(s.commitDelay)
 	if cur.urgent {
-		due = cur.urgentSince + int64(s.batchWindow)
+		// Busy (the last commit ended within the window): wait up to the
+		// window for more writes to share the commit. Idle: commit at once,
+		// so that a lone request pays no window.
+		due = cur.urgentSince
+		if s.lastCommit > 0 && now-s.lastCommit < int64(s.batchWindow) {
+			due += int64(s.batchWindow)
+		}
 	}
 	if cur.n >= maxBatch || cur.full || s.commitDelay < 0 {
 		due = now
@@ -421,6 +435,7 @@ func (s *Store) startCommit(committed chan<- error) {
 // resolve ends the commit under way: its writes are in the file, or lost
 // together with the open overlay, which was built on them.
 func (s *Store) resolve(err error) {
+	s.lastCommit = s.clock()
 	s.mu.Lock()
 	o := s.frozen
 	s.frozen = nil
@@ -440,20 +455,36 @@ func (s *Store) resolve(err error) {
 	}
 }
 
-// applyOp runs o on the open overlay and answers it.
-func (s *Store) applyOp(o *op) {
-	defer close(o.done)
+// applyBatch applies ops in order, under one lock and one read transaction
+// of the file (a read-only bbolt transaction looks each bucket up afresh:
+// one per batch, not per op). Readers wait for the batch; the writer holds
+// nothing else while it holds the lock, and takes the lock before the
+// transaction, as readers do, so a commit that must remap the file (it waits
+// for every read transaction) always gets it.
+func (s *Store) applyBatch(ops []*op) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	base, err := s.db.Begin(false)
 	if err != nil {
-		o.err = unavailable(err)
+		for _, o := range ops {
+			o.err = unavailable(err)
+			close(o.done)
+		}
 		return
 	}
 	defer func() { _ = base.Rollback() }()
+	v := &view{base: base}
+	for _, o := range ops {
+		s.applyOp(v, o)
+	}
+}
+
+// applyOp runs o on the open overlay through v and answers it.
+func (s *Store) applyOp(v *view, o *op) {
+	defer close(o.done)
 	cur := s.cur
 	cur.undo = cur.undo[:0]
-	v := &view{layers: [2]*overlay{cur, s.frozen}, w: cur, base: base}
+	v.layers, v.w = [2]*overlay{cur, s.frozen}, cur
 	w := &writeCtx{now: s.limits.Now()}
 	o.err = o.fn(v, w)
 	if errors.Is(o.err, task.ErrUnavailable) {
@@ -569,7 +600,7 @@ func (s *Store) sweepAll() {
 		more = n == 4096
 		return err
 	}}
-	s.applyOp(o)
+	s.applyBatch([]*op{o})
 	s.sweepMore = more && o.err == nil
 	if s.sweepMore {
 		s.cur.full = true

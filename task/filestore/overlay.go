@@ -138,20 +138,29 @@ type view struct {
 	layers [2]*overlay
 	w      *overlay
 	base   *bolt.Tx
-	// opened caches the file's buckets: a read-only bbolt transaction
-	// looks a bucket up again at every Bucket call.
-	opened map[string]*bolt.Bucket
+	// opened caches the file's buckets (a read-only bbolt transaction looks
+	// a bucket up again at every Bucket call), by the name's slice: callers
+	// pass the package's bucket names, so a pointer compare finds them.
+	opened [24]openedBucket
+	nOpen  int
+}
+
+type openedBucket struct {
+	name *byte
+	b    *bolt.Bucket
 }
 
 // Bucket returns the bucket name through every layer.
 func (v *view) Bucket(name []byte) bucket {
-	bb, ok := v.opened[string(name)]
-	if !ok {
-		bb = v.base.Bucket(name)
-		if v.opened == nil {
-			v.opened = make(map[string]*bolt.Bucket, len(allBuckets))
+	for i := range v.nOpen {
+		if o := v.opened[i]; o.name == &name[0] {
+			return bucket{v: v, name: name, base: o.b}
 		}
-		v.opened[string(name)] = bb
+	}
+	bb := v.base.Bucket(name)
+	if v.nOpen < len(v.opened) {
+		v.opened[v.nOpen] = openedBucket{name: &name[0], b: bb}
+		v.nOpen++
 	}
 	return bucket{v: v, name: name, base: bb}
 }

@@ -48,8 +48,8 @@ type Store struct {
 	CommitDelay time.Duration `yaml:"commit_delay"`
 	// BatchWindow is how long the file store lets a commit that a request
 	// waits for wait, from the first such write, for other requests' writes
-	// to share its fsync, while the store is busy (its last commit ended
-	// less than the window ago); an idle store commits at once. Unset: 1ms;
+	// to share its fsync, while the store is busy (writes arrived while its
+	// last commit synced); an idle store commits at once. Unset: 1ms;
 	// 0: never wait (a commit starts as soon as none is under way). At most
 	// 10ms: it adds to a durable write's wait under load.
 	BatchWindow *time.Duration `yaml:"batch_window"`

@@ -211,7 +211,7 @@ func TestBatchWindowBounds(t *testing.T) {
 	}
 	for _, w := range []time.Duration{-1, 0, filestore.MaxBatchWindow} {
 		s := open(t, tempPath(t), task.MemoryLimits{}, filestore.Options{BatchWindow: w})
-		for i := range 3 { // the second and third find the store busy
+		for i := range 3 {
 			b := s.Defer()
 			id := fmt.Sprint("t", i)
 			if err := b.Create(context.Background(), storetest.Record(id, task.Queued)); err != nil {

@@ -65,9 +65,10 @@ const (
 	DefaultSweepInterval = 10 * time.Second
 	DefaultLockTimeout   = 2 * time.Second
 	DefaultCommitDelay   = 100 * time.Millisecond
-	// DefaultBatchWindow: while the store is busy, a commit waits up to 1ms
-	// from its first urgent write for more writes to share it; an idle
-	// store commits at once.
+	// DefaultBatchWindow: while the store is busy (writes arrived while
+	// the last commit synced), a commit waits up to 1ms from its first
+	// urgent write for more writes to share it; an idle store commits at
+	// once.
 	DefaultBatchWindow = time.Millisecond
 	// MaxBatchWindow bounds Options.BatchWindow: every durable write waits
 	// up to that long before its commit even starts.
@@ -104,7 +105,7 @@ type Options struct {
 	CommitDelay time.Duration
 	// BatchWindow is how long a commit that a caller waits for may wait,
 	// from its first such write, for more writes to share it, when the
-	// store is busy: the last commit ended less than BatchWindow ago (default
+	// store is busy: writes arrived while the last commit synced (default
 	// DefaultBatchWindow, 1ms; negative: never, a commit starts as soon as
 	// none is under way). An idle store commits at once, and writes that
 	// arrive while a commit syncs wait for it either way. At most
@@ -144,10 +145,9 @@ type Store struct {
 	// frozen the one being committed (nil when none is).
 	mu          sync.RWMutex
 	cur, frozen *overlay
-	// sweepMore: the last sweep stopped at its bound; lastCommit: when the
-	// last commit ended (writer clock; 0 before the first). The writer's own.
-	sweepMore  bool
-	lastCommit int64
+	// sweepMore: the last sweep stopped at its bound; busy: writes arrived
+	// while the last commit synced. The writer's own.
+	sweepMore, busy bool
 	// epoch is the start of the writer's clock (monotonic, for the timers).
 	epoch time.Time
 	// commits counts the transactions committed (each one bbolt commit: its
@@ -390,11 +390,12 @@ func (s *Store) schedule(timer *time.Timer, committed chan error) {
 	now := s.clock()
 	due := cur.lazySince + int64(s.commitDelay)
 	if cur.urgent {
-		// Busy (the last commit ended within the window): wait up to the
-		// window for more writes to share the commit. Idle: commit at once,
-		// so that a lone request pays no window.
+		// Busy (writes arrived while the last commit synced): wait up to
+		// the window for more writes to share the commit. Idle: commit at
+		// once, so that a lone caller, or one request after another, pays
+		// no window.
 		due = cur.urgentSince
-		if s.lastCommit > 0 && now-s.lastCommit < int64(s.batchWindow) {
+		if s.busy {
 			due += int64(s.batchWindow)
 		}
 	}
@@ -435,7 +436,7 @@ func (s *Store) startCommit(committed chan<- error) {
 // resolve ends the commit under way: its writes are in the file, or lost
 // together with the open overlay, which was built on them.
 func (s *Store) resolve(err error) {
-	s.lastCommit = s.clock()
+	s.busy = s.cur.n > 0
 	s.mu.Lock()
 	o := s.frozen
 	s.frozen = nil

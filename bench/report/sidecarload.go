@@ -131,7 +131,7 @@ func slStart(logPath, cpu string, argv ...string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("taskset", append([]string{"-c", cpu}, argv...)...)
+	cmd := exec.Command("taskset", append([]string{"-c", cpu}, argv...)...) //nolint:gosec // the binaries this report built, with its own flags
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

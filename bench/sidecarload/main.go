@@ -90,7 +90,7 @@ func bare(listen, up string) error {
 	if err != nil {
 		return err
 	}
-	rp := httputil.NewSingleHostReverseProxy(u)
+	rp := httputil.NewSingleHostReverseProxy(u) //nolint:gosec // the benchmark's own agent, named on the command line
 	rp.Transport = &http.Transport{MaxIdleConns: 256, MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return (&http.Server{Addr: listen, Handler: rp, ReadHeaderTimeout: 5 * time.Second}).ListenAndServe()
 }
@@ -115,7 +115,7 @@ type template struct {
 }
 
 func readTemplate(file string) (template, error) {
-	raw, err := os.ReadFile(file)
+	raw, err := os.ReadFile(file) //nolint:gosec // the request file named on the command line
 	if err != nil {
 		return template{}, err
 	}
@@ -208,13 +208,13 @@ func withoutPush(body []byte) ([]byte, error) {
 }
 
 func (t template) do(client *http.Client, base string) error {
-	req, err := http.NewRequest(t.method, base+t.path, bytes.NewReader(t.body))
+	req, err := http.NewRequest(t.method, base+t.path, bytes.NewReader(t.body)) //nolint:gosec // the proxy under test, named on the command line
 	if err != nil {
 		return err
 	}
 	req.Header = t.header.Clone()
 	req.Host = t.host
-	resp, err := client.Do(req)
+	resp, err := client.Do(req) //nolint:gosec // as above
 	if err != nil {
 		return err
 	}

@@ -95,7 +95,7 @@ func TestCrashConcurrentSends(t *testing.T) {
 			wantPush = 1
 		}
 		if code != 200 || owner["agent_id"] != a.caller.agent || owner["tenant"] != a.caller.tenant ||
-			rec["state"] != "awaiting_input" || rec["context_id"] != string(a.task.ContextID) || len(pushes) != wantPush {
+			rec["state"] != "awaiting_input" || rec["context_id"] != a.task.ContextID || len(pushes) != wantPush {
 			t.Errorf("task %s (answered to %s) after kill -9: %d %v", a.task.ID, a.caller.agent, code, rec)
 		}
 	}

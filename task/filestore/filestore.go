@@ -146,8 +146,10 @@ type Store struct {
 	mu          sync.RWMutex
 	cur, frozen *overlay
 	// sweepMore: the last sweep stopped at its bound; busy: writes arrived
-	// while the last commit synced. The writer's own.
+	// while the last commit synced; swept: where sweeps stopped (overlay.go).
+	// The writer's own.
 	sweepMore, busy bool
+	swept           sweptTo
 	// epoch is the start of the writer's clock (monotonic, for the timers).
 	epoch time.Time
 	// commits counts the transactions committed (each one bbolt commit: its
@@ -443,6 +445,7 @@ func (s *Store) resolve(err error) {
 	var lost *overlay
 	if err != nil {
 		lost, s.cur = s.cur, newOverlay()
+		s.swept.forget() // what the lost overlays removed is back
 	}
 	s.mu.Unlock()
 	if err != nil {
@@ -474,7 +477,7 @@ func (s *Store) applyBatch(ops []*op) {
 		return
 	}
 	defer func() { _ = base.Rollback() }()
-	v := &view{base: base}
+	v := &view{base: base, swept: &s.swept}
 	for _, o := range ops {
 		s.applyOp(v, o)
 	}
@@ -490,6 +493,7 @@ func (s *Store) applyOp(v *view, o *op) {
 	o.err = o.fn(v, w)
 	if errors.Is(o.err, task.ErrUnavailable) {
 		cur.rollbackOp()
+		s.swept.forget() // what it removed is back
 		return
 	}
 	o.ev = w.ev

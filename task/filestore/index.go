@@ -369,7 +369,10 @@ func expiredAt(t time.Time, ttl time.Duration, now time.Time) bool {
 func sweep(tx *view, ttl time.Duration, now time.Time, limit int) (int, error) {
 	n := 0
 	c := tx.Bucket(bAge).Cursor()
-	for k, _ := c.First(); k != nil && n < limit; k, _ = c.First() {
+	k, _ := c.from(tx.swept.age)
+	var last []byte
+	for ; k != nil && n < limit; k, _ = c.Next() {
+		last = k
 		var st stamp
 		copy(st[:], k[:16])
 		if !expiredAt(st.time(), ttl, now) {
@@ -391,8 +394,12 @@ func sweep(tx *view, ttl time.Duration, now time.Time, limit int) (int, error) {
 		}
 		n++
 	}
+	tx.swept.age = orLast(k, last)
 	cc := tx.Bucket(bCtxAge).Cursor()
-	for k, _ := cc.First(); k != nil && n < limit; k, _ = cc.First() {
+	k, _ = cc.from(tx.swept.ctx)
+	last = nil
+	for ; k != nil && n < limit; k, _ = cc.Next() {
+		last = k
 		var st stamp
 		copy(st[:], k[:16])
 		if !expiredAt(st.time(), ttl, now) {
@@ -404,7 +411,17 @@ func sweep(tx *view, ttl time.Duration, now time.Time, limit int) (int, error) {
 		}
 		n++
 	}
+	tx.swept.ctx = orLast(k, last)
 	return n, nil
+}
+
+// orLast is where a sweep stopped: the key it did not remove, or the last
+// one it did when it reached the end.
+func orLast(k, last []byte) []byte {
+	if k != nil {
+		return k
+	}
+	return last
 }
 
 // expire drops an expired record and counts it.

@@ -3,8 +3,6 @@ package filestore
 import (
 	"bytes"
 	"fmt"
-	"slices"
-	"sort"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
@@ -44,7 +42,7 @@ type overlay struct {
 // and the keys in order for cursors.
 type ovBucket struct {
 	m    map[string]ovEntry
-	keys []string // sorted, every key of m
+	keys keyset // every key of m, in order
 }
 
 type ovEntry struct {
@@ -81,8 +79,7 @@ func (o *overlay) set(name, k []byte, e ovEntry) {
 	prev, had := ob.m[key]
 	o.undo = append(o.undo, undoEntry{b: ob, key: key, had: had, prev: prev})
 	if !had {
-		i, _ := slices.BinarySearch(ob.keys, key)
-		ob.keys = slices.Insert(ob.keys, i, key)
+		ob.keys.insert(key)
 	}
 	ob.m[key] = e
 }
@@ -96,9 +93,7 @@ func (o *overlay) rollbackOp() {
 			continue
 		}
 		delete(u.b.m, u.key)
-		if j, ok := slices.BinarySearch(u.b.keys, u.key); ok {
-			u.b.keys = slices.Delete(u.b.keys, j, j+1)
-		}
+		u.b.keys.remove(u.key)
 	}
 	o.undo = o.undo[:0]
 }
@@ -110,17 +105,14 @@ func (o *overlay) copyTo(tx *bolt.Tx) error {
 		if b == nil {
 			return errNoBucket(name)
 		}
-		for _, k := range ob.keys {
-			e := ob.m[k]
-			var err error
-			if e.del {
-				err = b.Delete([]byte(k))
-			} else {
-				err = b.Put([]byte(k), e.v)
+		err := ob.keys.each(func(k string) error {
+			if e := ob.m[k]; !e.del {
+				return b.Put([]byte(k), e.v)
 			}
-			if err != nil {
-				return err
-			}
+			return b.Delete([]byte(k))
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -138,6 +130,9 @@ type view struct {
 	layers [2]*overlay
 	w      *overlay
 	base   *bolt.Tx
+	// swept is where the sweeps of the age indexes stopped (the writer's;
+	// a view without it starts every sweep at the first key).
+	swept *sweptTo
 	// opened caches the file's buckets (a read-only bbolt transaction looks
 	// a bucket up again at every Bucket call), by the name's slice: callers
 	// pass the package's bucket names, so a pointer compare finds them.
@@ -198,11 +193,38 @@ func (b bucket) Get(k []byte) []byte {
 	return b.base.Get(k)
 }
 
+// sweptTo is where the last sweep of each age index stopped: every key
+// before it has been removed (in an overlay or the file), so the next sweep
+// seeks there instead of skipping, from the first key, the deletions the
+// overlays hold (thousands after a large sweep, until their commit). It is
+// forgotten (nil: start at the first key) whenever a key before it could be
+// live again: a put before it (a clock that went back), an operation undone,
+// a commit lost.
+type sweptTo struct{ age, ctx []byte }
+
+// put forgets the place of the index name if k is before it.
+func (s *sweptTo) put(name, k []byte) {
+	switch {
+	case s == nil:
+	case &name[0] == &bAge[0] && s.age != nil && bytes.Compare(k, s.age) < 0:
+		s.age = nil
+	case &name[0] == &bCtxAge[0] && s.ctx != nil && bytes.Compare(k, s.ctx) < 0:
+		s.ctx = nil
+	}
+}
+
+func (s *sweptTo) forget() {
+	if s != nil {
+		s.age, s.ctx = nil, nil
+	}
+}
+
 // Put sets k to a copy of v in the open overlay.
 func (b bucket) Put(k, v []byte) error {
 	if b.v.w == nil {
 		return bolterrors.ErrTxNotWritable
 	}
+	b.v.swept.put(b.name, k)
 	b.v.w.set(b.name, k, ovEntry{v: append(make([]byte, 0, len(v)), v...)})
 	return nil
 }
@@ -245,6 +267,14 @@ type cursor struct {
 	key []byte // the current key, nil before the first move or past the end
 }
 
+// from moves to k, or to the first key when k is nil.
+func (c *cursor) from(k []byte) ([]byte, []byte) {
+	if k == nil {
+		return c.First()
+	}
+	return c.Seek(k)
+}
+
 // First moves to the first key.
 func (c *cursor) First() ([]byte, []byte) { return c.seek(nil, true) }
 
@@ -279,21 +309,17 @@ func (c *cursor) seek(k []byte, incl bool) ([]byte, []byte) {
 			bk, bv = c.bc.Next()
 		}
 	}
-	var keys [2][]string // each overlay's keys from its next one on
+	var keys [2]keyIter // each overlay's next key
 	for j, o := range c.b.v.layers {
 		if ob := o.bucket(c.b.name); ob != nil {
-			i := sort.SearchStrings(ob.keys, string(k))
-			if !incl && i < len(ob.keys) && ob.keys[i] == string(k) {
-				i++
-			}
-			keys[j] = ob.keys[i:]
+			keys[j] = ob.keys.from(string(k), incl)
 		}
 	}
 	for {
 		best, fromFile := bk, bk != nil
-		for _, ks := range keys {
-			if len(ks) > 0 && (best == nil || ks[0] < string(best)) {
-				best, fromFile = []byte(ks[0]), false
+		for _, it := range keys {
+			if it.valid() && (best == nil || it.key() < string(best)) {
+				best, fromFile = []byte(it.key()), false
 			}
 		}
 		if best == nil {
@@ -316,9 +342,9 @@ func (c *cursor) seek(k []byte, incl bool) ([]byte, []byte) {
 		if bk != nil && bytes.Equal(bk, best) {
 			bk, bv = c.bc.Next()
 		}
-		for j, ks := range keys {
-			if len(ks) > 0 && ks[0] == string(best) {
-				keys[j] = ks[1:]
+		for j := range keys {
+			if keys[j].valid() && keys[j].key() == string(best) {
+				keys[j].next()
 			}
 		}
 	}
@@ -338,12 +364,8 @@ func (c *cursor) Last() ([]byte, []byte) {
 		// (Last is rare: the heaviest owner. It is written for clarity.)
 		for _, o := range c.b.v.layers {
 			if ob := o.bucket(c.b.name); ob != nil {
-				i := len(ob.keys)
-				if bound != nil {
-					i = sort.SearchStrings(ob.keys, string(bound))
-				}
-				if i > 0 {
-					consider([]byte(ob.keys[i-1]))
+				if k, ok := ob.keys.before(string(bound), bound != nil); ok {
+					consider([]byte(k))
 				}
 			}
 		}

@@ -1,7 +1,10 @@
-// Package adapters names the roles a protocol edge plays for writ's admission
-// core, and picks the edge for a request. The edges themselves are
+// Package adapters is writ's protocol table: the roles a protocol edge plays
+// for the admission core, the Protocol value each protocol registers, and the
+// edge of a request, picked by iterating the table. The edges themselves are
 // adapters/a2a.Edge and adapters/acp.Edge; everything protocol-specific lives
-// in those packages, so the core never names a protocol or its vocabulary.
+// in those packages and in their entries of the table (builtin.go), so the
+// core, the configuration and the doors never name a protocol or its
+// vocabulary.
 //
 // Every edge parses requests and renders faults (Edge). The other roles are
 // optional and found by type assertion: an edge that cannot play a role (ACP
@@ -9,13 +12,9 @@
 package adapters
 
 import (
-	"fmt"
 	"io"
 	"net/http"
-	"strings"
 
-	"github.com/writ-authz/writ/adapters/a2a"
-	"github.com/writ-authz/writ/adapters/acp"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
@@ -118,107 +117,4 @@ type Lister interface {
 // Prober names what readiness asks an agent for when its protocol has no card.
 type Prober interface {
 	ReadyPath() string
-}
-
-// Compile-time checks of the roles each edge plays.
-var (
-	_ interface {
-		Edge
-		Answers
-		Cards
-		ExtendedCards
-		Push
-		Poller
-		Subscriber
-		Lister
-	} = a2a.Edge{}
-	_ interface {
-		Edge
-		Answers
-		CardRenderer
-		Poller
-		Prober
-	} = acp.Edge{}
-)
-
-// Protocols a route may name besides "auto".
-var Protocols = []string{a2a.ProtocolName, acp.ProtocolName}
-
-// Route is the edges of one protected agent: its configured protocol ("a2a",
-// "acp" or "auto") and where it serves A2A JSON-RPC.
-type Route struct {
-	protocol string
-	a2a      a2a.Edge
-}
-
-// NewRoute returns the edges of a route, or an error for an unknown protocol.
-func NewRoute(protocol, jsonrpcPath string) (Route, error) {
-	switch protocol {
-	case "", "auto", a2a.ProtocolName, acp.ProtocolName:
-	default:
-		return Route{}, fmt.Errorf("unknown protocol %q (want a2a, acp or auto)", protocol)
-	}
-	return Route{protocol: protocol, a2a: a2a.Edge{JSONRPCPath: jsonrpcPath}}, nil
-}
-
-// For returns the edge of a request to path (the path below the route): the
-// configured protocol's, or for "auto" ACP for its resource paths (/runs,
-// /agents, /session(s)) and A2A for everything else.
-func (r Route) For(path string) Edge {
-	p := r.protocol
-	if p == "" || p == "auto" {
-		p = Detect(path)
-	}
-	if p == acp.ProtocolName {
-		return acp.Edge{}
-	}
-	return r.a2a
-}
-
-// Cards returns the edge whose cards the route's agent publishes (A2A, for an
-// auto route), if its protocol has cards.
-func (r Route) Cards() (Cards, bool) {
-	c, ok := r.For(a2a.CardPath).(Cards)
-	return c, ok
-}
-
-// ForProtocol returns the edge of a protocol by name (a task record's
-// protocol), with default options.
-func ForProtocol(name string) (Edge, bool) {
-	switch name {
-	case a2a.ProtocolName:
-		return a2a.Edge{}, true
-	case acp.ProtocolName:
-		return acp.Edge{}, true
-	}
-	return nil, false
-}
-
-// Detect names the protocol a path belongs to.
-func Detect(path string) string {
-	first, _, _ := strings.Cut(strings.TrimPrefix(path, "/"), "/")
-	switch first {
-	case "runs", "agents", "sessions", "session":
-		return acp.ProtocolName
-	}
-	return a2a.ProtocolName
-}
-
-// DirectoryPath serves writ's directory of the routed agents as A2A cards.
-const DirectoryPath = "/.well-known/writ/directory"
-
-// Directory reports whether a request asks for writ's directory, and the
-// renderer of its entries: A2A cards at DirectoryPath, ACP manifests at ACP's
-// agent listing (GET /agents), whatever the routes' protocols.
-func Directory(method, path string) (CardRenderer, bool) {
-	if method != http.MethodGet && method != http.MethodHead {
-		return nil, false
-	}
-	switch path {
-	case DirectoryPath:
-		return a2a.Edge{}, true
-	case acp.AgentsPath:
-		return acp.Edge{}, true
-	}
-	return nil, false
 }

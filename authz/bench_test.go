@@ -46,9 +46,10 @@ func benchFacts(c identity.Caller) *Facts {
 }
 
 // BenchmarkDecideMiss: one decision that the cache cannot answer, for the seed's
-// allowed delegation: every iteration a new push callback URL (on the allowed
-// host), which the policy reads. (A new context id is not a miss: the shipped
-// policy does not read it.)
+// allowed delegation: every iteration a new push callback origin (a new port
+// on the allowed host), which the policy reads. (A new path is not a miss:
+// input.push.url is the origin; nor is a new context id: the shipped policy
+// does not read it.)
 func BenchmarkDecideMiss(b *testing.B) {
 	e, err := NewEngine(loadShipped(b), Options{})
 	if err != nil {
@@ -58,12 +59,20 @@ func BenchmarkDecideMiss(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		f.Request.Push.URL = "https://agents.bank.ae/cb/" + strconv.Itoa(i)
+		newCallback(f, "", i)
 		d, _ := e.Decide(ctx, BuildInput(f))
 		if !d.Allow || d.CacheHit {
 			b.Fatalf("%+v", d)
 		}
 	}
+}
+
+// newCallback gives f the i-th new push callback of a series: another origin
+// on the allowed host (a port), and past the ports another auth scheme, which
+// the policy reads but does not judge.
+func newCallback(f *Facts, series string, i int) {
+	f.Request.Push.URL = "https://agents.bank.ae:" + strconv.Itoa(1024+i%64000) + "/cb"
+	f.Request.Push.AuthScheme = "Bearer" + series + strconv.Itoa(i/64000)
 }
 
 // BenchmarkDecideNewContext: the allowed delegation with a new context id each
@@ -227,7 +236,7 @@ func BenchmarkCacheBytes(b *testing.B) {
 		e.cache.Purge()
 		before := liveHeap()
 		for i := range n {
-			f.Request.Push.URL = "https://agents.bank.ae/" + prefix + strconv.Itoa(i)
+			newCallback(f, prefix, i)
 			for range times {
 				e.Decide(ctx, BuildInput(f))
 			}

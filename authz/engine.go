@@ -3,7 +3,6 @@ package authz
 import (
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/authz/internal/segcache"
 	"github.com/writ-authz/writ/task"
 )
@@ -241,95 +239,4 @@ func newID() string {
 	var b [12]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-// Key is the decision-cache key of an input under a policy revision: a SHA-256
-// over every input field, in a fixed order with length prefixes. The input holds no
-// per-request noise (message ids, text), so identical delegations share a key.
-func Key(revision string, in *Input) [32]byte {
-	b := make([]byte, 0, 512)
-	s := func(v string) {
-		b = append(b, byte(len(v)>>24), byte(len(v)>>16), byte(len(v)>>8), byte(len(v)))
-		b = append(b, v...)
-	}
-	n4 := func(n int) { b = append(b, byte(n>>24), byte(n>>16), byte(n>>8), byte(n)) }
-	list := func(vs []string) {
-		b = append(b, '[')
-		n4(len(vs)) // four bytes: a one-byte count would read 256 items as 0
-		for _, v := range vs {
-			s(v)
-		}
-	}
-	flag := func(v bool) {
-		if v {
-			b = append(b, 1)
-		} else {
-			b = append(b, 0)
-		}
-	}
-	num := n4
-	s(revision)
-	s(in.Version)
-	s(in.Operation)
-	s(in.Protocol.Name)
-	s(in.Protocol.Version)
-	s(in.Protocol.Binding)
-	s(in.Protocol.Method)
-	c := &in.Caller
-	flag(c.Authenticated)
-	s(c.Method)
-	s(c.Issuer)
-	s(c.AgentID)
-	s(c.UserID)
-	s(c.Tenant)
-	list(c.Scopes)
-	list(c.Chain)
-	d := c.claimsDigest
-	if d == ([32]byte{}) {
-		d = identity.DigestClaims(c.Claims)
-	}
-	b = append(b, d[:]...)
-	t := &in.Target
-	s(t.Name)
-	s(t.Owner)
-	list(t.Tenants)
-	s(t.MaxClassification)
-	list(t.SecuritySchemes)
-	num(len(t.Skills))
-	for _, sk := range t.Skills {
-		s(sk.ID)
-		list(sk.Tags)
-	}
-	flag(t.PushNotifications)
-	k := &in.Task
-	s(k.ID)
-	s(k.ContextID)
-	s(k.State)
-	flag(k.Owner != nil)
-	if o := k.Owner; o != nil {
-		s(o.AgentID)
-		s(o.Tenant)
-		s(o.UserID)
-	}
-	s(k.Classification)
-	num(k.Parts.Text)
-	num(k.Parts.File)
-	num(k.Parts.Data)
-	list(k.FileURIs)
-	s(k.Skill)
-	flag(in.Push != nil)
-	if p := in.Push; p != nil {
-		s(p.URL)
-		s(p.Scheme)
-		s(p.Host)
-		num(p.Port)
-		flag(p.HasToken)
-		s(p.AuthScheme)
-	}
-	s(in.Request.Method)
-	s(in.Request.Path)
-	s(in.Request.Host)
-	s(in.Request.SourceAddress)
-	s(in.Request.Tenant)
-	return sha256.Sum256(b)
 }

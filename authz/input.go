@@ -13,19 +13,34 @@ import (
 	"github.com/writ-authz/writ/task"
 )
 
+//go:generate go run ./internal/fieldgen/cmd -root Input -out fields_gen.go
+
 // InputVersion is the version of the policy input document. Change the document
 // only additively; compliance writes Rego against it.
 const InputVersion = "writ/v1"
 
 // Input is the writ/v1 policy input. Its JSON field names are the policy contract
-// (docs/policy-input.md); Value converts it to an OPA value without a JSON round
-// trip, and a test keeps the two in step.
+// (docs/policy-input.md). These types and their tags are the one declaration
+// of its members: the conversion to an OPA value (Value, without a JSON round
+// trip), the pruning to the paths a policy reads and the decision-cache key
+// are generated from them into fields_gen.go (go generate ./authz;
+// TestFieldsGenerated fails when it is stale, TestFieldTable checks every
+// member against its JSON form). A new member is a field here, with its json
+// tag, and the line of BuildInput that fills it (a list never nil: JSON would
+// say null where the policy sees []). The writ tag says how a member is
+// served: memo (its type's whole value is cached by its content), clone (the
+// residuals keep a deep copy of it), digest=name (the unexported member name
+// caches the free-form object's digest).
 type Input struct {
-	Version   string        `json:"version"`
+	Version string `json:"version"`
+	// Direction is "ingress" (a request to an agent writ protects) or
+	// "egress" (a call a protected agent makes through writ's egress
+	// listener).
+	Direction string        `json:"direction"`
 	Operation string        `json:"operation"`
 	Protocol  InputProtocol `json:"protocol"`
-	Caller    InputCaller   `json:"caller"`
-	Target    InputTarget   `json:"target"`
+	Caller    InputCaller   `json:"caller" writ:"memo"`
+	Target    InputTarget   `json:"target" writ:"memo,clone"`
 	Task      InputTask     `json:"task"`
 	Push      *InputPush    `json:"push,omitempty"`
 	Request   InputRequest  `json:"request"`
@@ -41,17 +56,36 @@ type InputProtocol struct {
 
 // InputCaller is who authenticated.
 type InputCaller struct {
-	Authenticated bool           `json:"authenticated"`
-	Method        string         `json:"method"`
-	Issuer        string         `json:"issuer"`
-	AgentID       string         `json:"agent_id"`
-	UserID        string         `json:"user_id"`
-	Tenant        string         `json:"tenant"`
-	Scopes        []string       `json:"scopes"`
-	Chain         []string       `json:"delegation_chain"`
-	Claims        map[string]any `json:"claims"`
+	Authenticated bool     `json:"authenticated"`
+	Method        string   `json:"method"`
+	Issuer        string   `json:"issuer"`
+	AgentID       string   `json:"agent_id"`
+	UserID        string   `json:"user_id"`
+	Tenant        string   `json:"tenant"`
+	Scopes        []string `json:"scopes"`
+	Chain         []string `json:"delegation_chain"`
+	// Classification is the highest data classification the credential
+	// allows, "" when it names none.
+	Classification string `json:"classification"`
+	// ChainID is the delegation's chain id (the token's txn), "" when none.
+	ChainID string `json:"chain_id"`
+	// Hops is the authority each actor of the chain held when it delegated,
+	// oldest first, the caller last; empty when the token records none.
+	Hops   []InputHop     `json:"hops"`
+	Claims map[string]any `json:"claims" writ:"digest=claimsDigest"`
 	// claimsDigest is identity's digest of Claims (zero: compute when needed).
 	claimsDigest [32]byte
+}
+
+// InputHop is what one actor of the delegation chain was granted, as its act
+// claim records it: tenant and classification "" where it records none, and
+// scopes_recorded false (scopes empty) where it records no scope.
+type InputHop struct {
+	AgentID        string   `json:"agent_id"`
+	Scopes         []string `json:"scopes"`
+	ScopesRecorded bool     `json:"scopes_recorded"`
+	Tenant         string   `json:"tenant"`
+	Classification string   `json:"classification"`
 }
 
 // InputTarget is the protected agent's platform metadata, from writ's config.
@@ -149,6 +183,8 @@ type Facts struct {
 	// DefaultClassification applies when neither the request nor the token
 	// declares one (default internal).
 	DefaultClassification task.Level
+	// Direction is DirectionIngress (the default) or DirectionEgress.
+	Direction string
 }
 
 func nonNil(s []string) []string {
@@ -158,20 +194,41 @@ func nonNil(s []string) []string {
 	return s
 }
 
+// The values of input.direction.
+const (
+	DirectionIngress = "ingress"
+	DirectionEgress  = "egress"
+)
+
+// inputHops is the chain's hops as the input carries them (never nil).
+func inputHops(hops []identity.Hop) []InputHop {
+	out := make([]InputHop, len(hops))
+	for i, h := range hops {
+		out[i] = InputHop{AgentID: h.AgentID, Scopes: nonNil(h.Scopes), ScopesRecorded: h.HasScopes, Tenant: h.Tenant,
+			Classification: h.Classification}
+	}
+	return out
+}
+
 // BuildInput assembles the writ/v1 input document.
 func BuildInput(f *Facts) *Input {
 	req := f.Request
 	in := &Input{
 		Version:   InputVersion,
+		Direction: f.Direction,
 		Operation: string(req.Operation),
 		Protocol: InputProtocol{Name: req.Protocol.Name, Version: req.Protocol.Version,
 			Binding: string(req.Protocol.Binding), Method: req.Protocol.Method},
 		Caller: InputCaller{Authenticated: f.Caller.Authenticated, Method: f.Caller.Method, Issuer: f.Caller.Issuer,
 			AgentID: f.Caller.AgentID, UserID: f.Caller.UserID, Tenant: f.Caller.Tenant,
 			Scopes: nonNil(f.Caller.Scopes), Chain: nonNil(f.Caller.Chain), Claims: f.Caller.Claims,
+			Classification: f.Caller.Classification, ChainID: f.Caller.ChainID, Hops: inputHops(f.Caller.Hops),
 			claimsDigest: f.Caller.ClaimsDigest},
 		Request: InputRequest{Method: f.HTTP.Method, Path: f.HTTP.Path, Host: f.HTTP.Host, SourceAddress: sourceIP(f.HTTP.RemoteAddr),
 			Tenant: req.Tenant},
+	}
+	if in.Direction == "" {
+		in.Direction = DirectionIngress
 	}
 	if in.Caller.Method == "" {
 		in.Caller.Method = "anonymous"

@@ -2,12 +2,9 @@ package authz
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,11 +41,14 @@ const maxResiduals = 256
 // the whole policy and compared.
 const verifyDecisions = 8
 
-// unknownInput is every top-level key of the writ/v1 input but target, and but
-// target and operation.
+// unknownInput is every top-level member of the writ/v1 input but target, and
+// but target and operation.
 var unknownInput, unknownInputButOp = func() ([]*ast.Term, []*ast.Term) {
 	var all, butOp []*ast.Term
-	for _, k := range []string{"version", "operation", "protocol", "caller", "task", "push", "request"} {
+	for _, k := range sectionsInput {
+		if k == "target" {
+			continue
+		}
 		t := ast.NewTerm(ast.InputRootRef.Append(ast.StringTerm(k)))
 		all = append(all, t)
 		if k != "operation" {
@@ -57,18 +57,6 @@ var unknownInput, unknownInputButOp = func() ([]*ast.Term, []*ast.Term) {
 	}
 	return all, butOp
 }()
-
-// operations are the operations a residual is built for (what the adapters
-// produce); any other operation string uses the target's residual without one.
-var operations = map[string]bool{}
-
-func init() {
-	for _, op := range []task.Operation{task.OpSend, task.OpStream, task.OpGet, task.OpList, task.OpCancel,
-		task.OpSubscribe, task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete, task.OpCard,
-		task.OpExtendedCard, task.OpDiscover} {
-		operations[string(op)] = true
-	}
-}
 
 // residualKey names a residual: a target digest and an operation ("" for the
 // residual with the operation unknown).
@@ -94,35 +82,7 @@ type targets struct {
 }
 
 // targetDigest identifies a target by its content.
-func targetDigest(t *InputTarget) [32]byte {
-	h := sha256.New()
-	var n [4]byte
-	w := func(s string) {
-		binary.BigEndian.PutUint32(n[:], uint32(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
-	}
-	list := func(ss []string) {
-		w(strconv.Itoa(len(ss)))
-		for _, s := range ss {
-			w(s)
-		}
-	}
-	w(t.Name)
-	w(t.Owner)
-	list(t.Tenants)
-	w(t.MaxClassification)
-	list(t.SecuritySchemes)
-	w(strconv.Itoa(len(t.Skills)))
-	for _, s := range t.Skills {
-		w(s.ID)
-		list(s.Tags)
-	}
-	w(strconv.FormatBool(t.PushNotifications))
-	var out [32]byte
-	h.Sum(out[:0])
-	return out
-}
+func targetDigest(t *InputTarget) [32]byte { return digestOf("InputTarget", t, keyInputTarget) }
 
 // forTarget returns the residual of the target and operation, building it on
 // first use; nil when the policy keeps no more residuals.
@@ -130,8 +90,8 @@ func (p *Policy) forTarget(ctx context.Context, t *InputTarget, op string, log *
 	if p.noPartial {
 		return nil
 	}
-	if !operations[op] {
-		op = ""
+	if !task.Operation(op).Known() {
+		op = "" // a residual is built per operation of task.Operations; any other uses the target's
 	}
 	k := residualKey{target: targetDigest(t), op: op}
 	p.targets.mu.Lock()
@@ -141,13 +101,13 @@ func (p *Policy) forTarget(ctx context.Context, t *InputTarget, op string, log *
 			p.targets.mu.Unlock()
 			return nil
 		}
-		tp = &targetProgram{target: cloneTarget(t), op: op}
+		tp = &targetProgram{target: cloneInputTarget(t), op: op}
 		tp.checks.Store(verifyDecisions)
 		p.targets.m[k] = tp
 	}
 	p.targets.mu.Unlock()
 	tp.once.Do(func() {
-		tp.tv = tp.target.pruned(p.shape["target"])
+		tp.tv = pruned(&tp.target, p.shape["target"], valueInputTarget, fieldInputTarget)
 		// Built once for every later decision: not bound to this request's context.
 		prog, err := p.partial(context.WithoutCancel(ctx), &tp.target, op)
 		if err != nil {
@@ -161,17 +121,6 @@ func (p *Policy) forTarget(ctx context.Context, t *InputTarget, op string, log *
 		tp.prog.Store(prog)
 	})
 	return tp
-}
-
-func cloneTarget(t *InputTarget) InputTarget {
-	c := *t
-	c.Tenants = slices.Clone(t.Tenants)
-	c.SecuritySchemes = slices.Clone(t.SecuritySchemes)
-	c.Skills = make([]InputSkill, len(t.Skills))
-	for i, s := range t.Skills {
-		c.Skills[i] = InputSkill{ID: s.ID, Tags: slices.Clone(s.Tags)}
-	}
-	return c
 }
 
 // prepare builds the residuals another policy built (Engine.Swap passes the
@@ -214,7 +163,7 @@ func (p *Policy) partial(ctx context.Context, t *InputTarget, op string) (*progr
 		return nil, err
 	}
 	defer p.store.Abort(ctx, txn)
-	known := ast.NewObject(item("target", t.build()))
+	known := ast.NewObject(item("target", valueInputTarget(t)))
 	unknowns := unknownInput
 	if op != "" {
 		known.Insert(ast.StringTerm("operation"), ast.StringTerm(op))

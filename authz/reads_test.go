@@ -32,15 +32,15 @@ func joined(paths [][]string) []string {
 	return out
 }
 
-// TestReadsShipped: the shipped policy reads the caller's identity, scopes and
-// chain, the target's metadata, the operation, the push config, the task's
+// TestReadsShipped: the shipped policy reads the caller's identity, scopes,
+// ceiling, chain and the chain's hops, the target's metadata, the operation, the push config, the task's
 // id, level and owner, and the tenant the request names; not the context id,
 // the claims, the protocol or the rest of the HTTP request. (Through shown(path) and same_as_owner(field), whose parameters name
 // the path, resolved at their call sites.)
 func TestReadsShipped(t *testing.T) {
 	p := loadShipped(t)
-	want := []string{"caller.agent_id", "caller.authenticated", "caller.delegation_chain", "caller.method",
-		"caller.scopes", "caller.tenant", "caller.user_id", "operation", "push", "request.tenant", "target.max_data_classification",
+	want := []string{"caller.agent_id", "caller.authenticated", "caller.classification", "caller.delegation_chain",
+		"caller.hops", "caller.method", "caller.scopes", "caller.tenant", "caller.user_id", "operation", "push", "request.tenant", "target.max_data_classification",
 		"target.name", "target.security_schemes", "target.tenants", "task.data_classification", "task.id", "task.owner"}
 	if p.reads.all || p.reads.nondeterministic || !slices.Equal(joined(p.reads.paths), want) {
 		t.Fatalf("reads = %+v\nwant %v", p.reads, want)

@@ -71,7 +71,10 @@ func TestPushURLSecretsReachNoReason(t *testing.T) {
 	deep.Chain = []string{"a", "b", "c", "d"}
 	cyclic.Chain = []string{"sanctions-screening-agent"}
 	retail.Tenant = "corporate"
-	callers := []identity.Caller{investigator, identity.Anonymous(), noScope, deep, cyclic, retail,
+	widened := investigator // a hop was granted less than the caller holds
+	widened.Hops = []identity.Hop{{AgentID: "orchestrator", Scopes: []string{"read"}, HasScopes: true, Classification: "internal"},
+		{AgentID: investigator.AgentID, Scopes: investigator.Scopes, HasScopes: true}}
+	callers := []identity.Caller{investigator, identity.Anonymous(), noScope, deep, cyclic, retail, widened,
 		{Authenticated: true, Method: "static", AgentID: "dev-bot", Tenant: "retail"}}
 	targets := []*Target{sanctions, kyc, marketing, nil}
 	ops := []task.Operation{task.OpSend, task.OpStream, task.OpGet, task.OpCancel, task.OpSubscribe, task.OpPushSet,

@@ -23,6 +23,8 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/follow"
+	sidecardoor "github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -101,7 +103,8 @@ agents:
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 20000, MaxPerOwner: 20000, TTL: time.Hour})
 	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: push,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -112,8 +115,8 @@ agents:
 // sidecar builds writ's sidecar in front of up over writCore.
 func sidecar(tb testing.TB, up string, cacheSize int) *httptest.Server {
 	tb.Helper()
-	_, _, px := writCore(tb, up, cacheSize, "", nil)
-	sc := proxy.NewSidecar(px, nil)
+	cfg, _, px := writCore(tb, up, cacheSize, "", nil)
+	sc := sidecardoor.New(px, cfg.Limits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	srv := httptest.NewUnstartedServer(sc)
 	srv.Config = sc.HTTPServer("")
 	srv.Start()

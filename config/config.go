@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -295,8 +296,9 @@ type Agent struct {
 	Hosts []string `yaml:"hosts"`
 	// Upstream is the agent's own base URL.
 	Upstream string `yaml:"upstream"`
-	// Protocol is a2a, acp or auto (default auto: ACP for /runs, /agents,
-	// /session(s); A2A otherwise).
+	// Protocol is a protocol of writ's table (package adapters: a2a, acp)
+	// or auto (the default: each request's protocol detected from its path,
+	// ACP for /runs, /agents, /session(s) and A2A otherwise).
 	Protocol string `yaml:"protocol"`
 	// PublicURL is the URL callers use; the served card advertises it.
 	PublicURL string `yaml:"public_url"`
@@ -550,7 +552,7 @@ func (c *Config) applyDefaults() {
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.Protocol == "" {
-			a.Protocol = "auto"
+			a.Protocol = names.Auto
 		}
 		if a.Route == "" {
 			a.Route = "/"
@@ -651,16 +653,16 @@ func (c *Config) Validate() error {
 	if len(c.Agents) == 0 {
 		bad("agents", "at least one agent is required")
 	}
-	names := map[string]bool{}
+	agentNames := map[string]bool{}
 	served := map[string]string{} // host pattern + route → the agent's key
 	for i, a := range c.Agents {
 		key := fmt.Sprintf("agents[%d]", i)
 		if a.Name == "" {
 			bad(key+".name", "required")
-		} else if names[a.Name] {
+		} else if agentNames[a.Name] {
 			bad(key+".name", "%q is used twice", a.Name)
 		}
-		names[a.Name] = true
+		agentNames[a.Name] = true
 		if !strings.HasPrefix(a.Route, "/") {
 			bad(key+".route", "must start with /, got %q", a.Route)
 		} else if why := nonCanonicalRoute(a.Route); why != "" {
@@ -696,10 +698,12 @@ func (c *Config) Validate() error {
 				bad(key+".public_url", "must be an http(s) URL, got %q", a.PublicURL)
 			}
 		}
-		switch a.Protocol {
-		case "a2a", "acp", "auto":
-		default:
-			bad(key+".protocol", "must be a2a, acp or auto, not %q", a.Protocol)
+		if a.Protocol != names.Auto && !names.Known(a.Protocol) {
+			hint := ""
+			if len(names.All()) == 0 {
+				hint = " (no protocol is registered: the program does not link package adapters)"
+			}
+			bad(key+".protocol", "must be %s, not %q%s", names.Choices(), a.Protocol, hint)
 		}
 		if !strings.HasPrefix(a.JSONRPCPath, "/") {
 			bad(key+".jsonrpc_path", "must start with /")

@@ -77,7 +77,7 @@ type Metrics struct {
 	denialKids   children[denialKey, prometheus.Counter]
 	requestKids  children[requestKey, requestKid]
 	upstreamKids children[string, prometheus.Observer]
-	evalKids     [4][2]atomic.Pointer[prometheus.Observer] // mode index (events.Modes, then other) × cache hit
+	evalKids     [][2]atomic.Pointer[prometheus.Observer] // mode index (events.Modes, then other) × cache hit
 }
 
 type decisionKey struct{ route, op, result, mode, tenant string }
@@ -226,8 +226,9 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 		decisionLabels = append(decisionLabels, labelTenant)
 	}
 	m := &Metrics{
-		reg:     reg,
-		tenants: cfg.TenantLabels,
+		reg:      reg,
+		tenants:  cfg.TenantLabels,
+		evalKids: make([][2]atomic.Pointer[prometheus.Observer], len(events.Modes)+1),
 		decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameDecisions,
 			Help: "Policy decisions by route, operation, result (allow, deny, dry_run, error) and mode."}, decisionLabels),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameDenials,
@@ -411,7 +412,7 @@ func (m *Metrics) evalObserver(mode string, hit bool) prometheus.Observer {
 	if o := p.Load(); o != nil {
 		return *o
 	}
-	o := m.decisionDuration.WithLabelValues(mode, cache) // mode is one of three fixed values
+	o := m.decisionDuration.WithLabelValues(mode, cache) // mode is one of events.Modes (or unknown)
 	p.Store(&o)
 	return o
 }
@@ -521,21 +522,17 @@ func evictionLabel(r string) string {
 	return labelUnknown
 }
 
-// opLabel bounds the operation label to writ's vocabulary.
+// opLabel bounds the operation label to writ's vocabulary (task.Operations).
 func opLabel(o task.Operation) string {
-	switch o {
-	case task.OpSend, task.OpStream, task.OpGet, task.OpList, task.OpCancel, task.OpSubscribe,
-		task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete,
-		task.OpCard, task.OpExtendedCard, task.OpDiscover, "":
+	if o == "" || o.Known() {
 		return string(o)
 	}
 	return labelUnknown
 }
 
-// modeLabel bounds the mode label to the proxy's modes.
+// modeLabel bounds the mode label to the front doors' modes (events.Modes).
 func modeLabel(mode string) string {
-	switch mode {
-	case events.ModeSidecar, events.ModeExtAuthz, events.ModeExtProc:
+	if slices.Contains(events.Modes, mode) {
 		return mode
 	}
 	return labelUnknown

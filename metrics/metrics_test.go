@@ -28,10 +28,10 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/metrics"
-	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/envoyreq"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/push"
+	sidecardoor "github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -490,7 +490,7 @@ func TestThroughProxy(t *testing.T) {
 		TokenCache: w.ident, Store: w.store, Lifecycle: px})
 	bus.Subscribe(m)
 	bus.Subscribe(rec)
-	sidecar := httptest.NewServer(proxy.NewSidecar(px, nil))
+	sidecar := httptest.NewServer(sidecardoor.New(px, w.cfg.Limits, nil, nil))
 	t.Cleanup(sidecar.Close)
 	url := serveMetrics(t, m)
 	tok := w.token(t)

@@ -36,6 +36,11 @@ type Incoming struct {
 	// for exactly that agent, and an agent writ does not protect is refused;
 	// writ never re-derives the agent from bytes the router read differently.
 	Route string
+	// Routed: the door sits behind a router that chooses the agent itself
+	// (Envoy's ext_authz and ext_proc filters). While
+	// envoy.require_route_name is on, such a request that names no Route is
+	// refused rather than routed by writ.
+	Routed bool
 	// Query is the parsed query; RawQuery the query as sent (forwarded as is).
 	Query    url.Values
 	RawQuery string
@@ -376,13 +381,7 @@ func unavailable() *task.Fault {
 	return task.NewFault(task.KindUnavailable, "the task lifecycle store is unavailable; retry later")
 }
 
-func isPushOp(op task.Operation) bool {
-	switch op {
-	case task.OpPushSet, task.OpPushGet, task.OpPushList, task.OpPushDelete:
-		return true
-	}
-	return false
-}
+func isPushOp(op task.Operation) bool { return op.PushConfig() }
 
 // Served reports a request a front door answered, to the events.
 func (c *Core) Served(ev events.Request) { c.events.Served(ev) }

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/writheader"
 )
 
@@ -15,42 +17,42 @@ import (
 // allowed, denied, hidden-card and directory requests.
 func TestAdmitMatchesServe(t *testing.T) {
 	w := newSeedWorld(t)
-	inv := w.token(investigator)
+	inv := w.Token(proxytest.Investigator)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send",
-		"params": map[string]any{"message": msg03("x", nil)}})
-	inc := func(path, token string, body []byte) Incoming {
+		"params": map[string]any{"message": proxytest.Msg03("x", nil)}})
+	inc := func(path, token string, body []byte) proxy.Incoming {
 		h := http.Header{}
 		if token != "" {
 			h.Set("Authorization", "Bearer "+token)
 		}
 		h.Set("Writ-Caller", `{"agent_id":"forged"}`)
-		return Incoming{Method: "POST", Path: path, Host: "writ.test", RemoteAddr: "127.0.0.1:1", Header: h, Body: body, Query: url.Values{}}
+		return proxy.Incoming{Method: "POST", Path: path, Host: "writ.test", RemoteAddr: "127.0.0.1:1", Header: h, Body: body, Query: url.Values{}}
 	}
-	v := w.px.Admit(t.Context(), inc("/", inv, body))
-	if v.Kind != Forward || v.DecisionID == "" || !strings.Contains(v.Plan.Header.Get(writheader.Caller), "payments-investigator") ||
+	v := w.Core.Admit(t.Context(), inc("/", inv, body))
+	if v.Kind != proxy.Forward || v.DecisionID == "" || !strings.Contains(v.Plan.Header.Get(writheader.Caller), "payments-investigator") ||
 		strings.Contains(v.Plan.Header.Get(writheader.Caller), "forged") || v.Operation != "send" {
 		t.Fatalf("allowed: %+v", v)
 	}
-	v = w.px.Admit(t.Context(), inc("/kyc/", inv, body))
-	_, sidecar := w.rpc("/kyc/", inv, "", "message/send", map[string]any{"message": msg03("x", nil)})
-	var checked rpcAnswer
+	v = w.Core.Admit(t.Context(), inc("/kyc/", inv, body))
+	_, sidecar := w.RPC("/kyc/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("x", nil)})
+	var checked proxytest.RPCAnswer
 	json.Unmarshal(v.Answer.Body, &checked)
-	checked.raw = v.Answer.Body
-	if v.Kind != Refuse || v.Answer.Status != 403 || strings.Join(checked.reasons(), ",") != strings.Join(sidecar.reasons(), ",") {
-		t.Fatalf("denied: %+v\n%s\nsidecar %s", v, v.Answer.Body, sidecar.raw)
+	checked.Raw = v.Answer.Body
+	if v.Kind != proxy.Refuse || v.Answer.Status != 403 || strings.Join(checked.Reasons(), ",") != strings.Join(sidecar.Reasons(), ",") {
+		t.Fatalf("denied: %+v\n%s\nsidecar %s", v, v.Answer.Body, sidecar.Raw)
 	}
 	card := inc("/.well-known/agent-card.json", "", nil)
 	card.Method = "GET"
-	if v = w.px.Admit(t.Context(), card); v.Kind != NotFound || v.Answer.Status != 404 || v.DecisionID != "" {
+	if v = w.Core.Admit(t.Context(), card); v.Kind != proxy.NotFound || v.Answer.Status != 404 || v.DecisionID != "" {
 		t.Fatalf("hidden card: %+v", v)
 	}
 	card.Header.Set("Authorization", "Bearer "+inv)
-	if v = w.px.Admit(t.Context(), card); v.Kind != Serve || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), `"bearerFormat":"JWT"`) {
+	if v = w.Core.Admit(t.Context(), card); v.Kind != proxy.Serve || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), `"bearerFormat":"JWT"`) {
 		t.Fatalf("card: %+v %s", v, v.Answer.Body)
 	}
 	dir := inc(adapters.DirectoryPath, inv, nil)
 	dir.Method, dir.Query = "GET", url.Values{"tags": {"sanctions"}}
-	if v = w.px.Admit(t.Context(), dir); v.Kind != Serve || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), "sanctions-screening-agent") ||
+	if v = w.Core.Admit(t.Context(), dir); v.Kind != proxy.Serve || v.Answer.Status != 200 || !strings.Contains(string(v.Answer.Body), "sanctions-screening-agent") ||
 		strings.Contains(string(v.Answer.Body), "kyc-refresh-agent") {
 		t.Fatalf("directory: %+v %s", v, v.Answer.Body)
 	}
@@ -66,7 +68,7 @@ func TestRebase(t *testing.T) {
 		"https://elsewhere.example/backdoor": "https://writ.example/s",
 		"::not a url":                        "https://writ.example/s",
 	} {
-		if got := rebase(raw, "https://writ.example/s", up); got != want {
+		if got := proxy.Rebase(raw, "https://writ.example/s", up); got != want {
 			t.Errorf("rebase(%q) = %q, want %q", raw, got, want)
 		}
 	}

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"bufio"
@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extproc/extproctest"
 )
 
@@ -44,7 +46,7 @@ func TestCanonicalForm(t *testing.T) {
 		"/kyc/..x/.x/x./...":      "",
 		"/tasks/t-1/pushConfigs/": "",
 	} {
-		if got := nonCanonicalPath(path); got != want {
+		if got := proxy.NonCanonicalPath(path); got != want {
 			t.Errorf("path %q: %q, want %q", path, got, want)
 		}
 	}
@@ -59,7 +61,7 @@ func TestCanonicalForm(t *testing.T) {
 		"kyc.example:":      "the port is not digits",
 		"kyc.example:x1":    "the port is not digits",
 	} {
-		if got := nonCanonicalHost(host); got != want {
+		if got := proxy.NonCanonicalHost(host); got != want {
 			t.Errorf("host %q: %q, want %q", host, got, want)
 		}
 	}
@@ -105,43 +107,43 @@ func rawRequest(t *testing.T, addr, method, target, host string, hdr map[string]
 // other form with a plain 400 before any agent is chosen; canonical targets
 // are decided as before.
 func TestSecurityCanonicalTarget(t *testing.T) {
-	send, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": sendParams})
-	send1 := func(t *testing.T, h *harness, target, host string) (int, []byte) {
-		return rawRequest(t, strings.TrimPrefix(h.srv.URL, "http://"), "POST", target, host,
+	send, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": proxytest.SendParams})
+	send1 := func(t *testing.T, h *proxytest.Harness, target, host string) (int, []byte) {
+		return rawRequest(t, strings.TrimPrefix(h.Srv.URL, "http://"), "POST", target, host,
 			map[string]string{"Content-Type": "application/json", "A2A-Version": "1.0",
-				"Authorization": "Bearer " + h.token(retailBot)}, send)
+				"Authorization": "Bearer " + h.Token(proxytest.RetailBot)}, send)
 	}
 	t.Run("path", func(t *testing.T) {
-		root, kyc := newFakeAgent(t, nil), newFakeAgent(t, nil)
-		h := newHarness(t, []config.Agent{sanctionsAgent(root.srv.URL), kycAgent(kyc.srv.URL)}, nil)
+		root, kyc := proxytest.NewFakeAgent(t, nil), proxytest.NewFakeAgent(t, nil)
+		h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(root.Srv.URL), kycAgent(kyc.Srv.URL)}, nil)
 		for _, target := range []string{"/%6Byc/", "/kyc/../", "//kyc/", "/kyc%2F..", "/kyc/%2e%2e/", "/kyc\\..\\"} {
 			st, body := send1(t, h, target, "writ.test")
 			if st != http.StatusBadRequest || !strings.Contains(string(body), "canonical form") {
 				t.Errorf("%s: %d %s, want 400 (not in canonical form)", target, st, body)
 			}
 		}
-		if n, m := len(root.requests()), len(kyc.requests()); n+m != 0 {
+		if n, m := len(root.Requests()), len(kyc.Requests()); n+m != 0 {
 			t.Fatalf("the agents received %d and %d requests", n, m)
 		}
-		if st, body := send1(t, h, "/kyc/", "writ.test"); st != http.StatusOK || len(kyc.requests()) != 1 {
-			t.Errorf("canonical /kyc/: %d %s, kyc reached %d times", st, body, len(kyc.requests()))
+		if st, body := send1(t, h, "/kyc/", "writ.test"); st != http.StatusOK || len(kyc.Requests()) != 1 {
+			t.Errorf("canonical /kyc/: %d %s, kyc reached %d times", st, body, len(kyc.Requests()))
 		}
 	})
 	t.Run("host", func(t *testing.T) {
-		root, kyc := newFakeAgent(t, nil), newFakeAgent(t, nil)
-		k := kycAgent(kyc.srv.URL)
+		root, kyc := proxytest.NewFakeAgent(t, nil), proxytest.NewFakeAgent(t, nil)
+		k := kycAgent(kyc.Srv.URL)
 		k.Route, k.Hosts = "/", []string{"kyc.example"}
-		h := newHarness(t, []config.Agent{sanctionsAgent(root.srv.URL), k}, nil)
+		h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(root.Srv.URL), k}, nil)
 		for _, host := range []string{"kyc.example.", "KYC.example", "kyc.example.:8080"} {
 			if st, body := send1(t, h, "/", host); st != http.StatusBadRequest || !strings.Contains(string(body), "canonical form") {
 				t.Errorf("Host %s: %d %s, want 400 (not in canonical form)", host, st, body)
 			}
 		}
-		if n, m := len(root.requests()), len(kyc.requests()); n+m != 0 {
+		if n, m := len(root.Requests()), len(kyc.Requests()); n+m != 0 {
 			t.Fatalf("the agents received %d and %d requests", n, m)
 		}
-		if st, body := send1(t, h, "/", "kyc.example:8080"); st != http.StatusOK || len(kyc.requests()) != 1 {
-			t.Errorf("canonical kyc.example:8080: %d %s, kyc reached %d times", st, body, len(kyc.requests()))
+		if st, body := send1(t, h, "/", "kyc.example:8080"); st != http.StatusOK || len(kyc.Requests()) != 1 {
+			t.Errorf("canonical kyc.example:8080: %d %s, kyc reached %d times", st, body, len(kyc.Requests()))
 		}
 	})
 }
@@ -160,7 +162,7 @@ func FuzzCanonicalPath(f *testing.F) {
 	}
 	envoy := &extproctest.Envoy{Normalize: true}
 	f.Fuzz(func(t *testing.T, raw string) {
-		if nonCanonicalPath(raw) != "" || strings.ContainsAny(raw, "?#") {
+		if proxy.NonCanonicalPath(raw) != "" || strings.ContainsAny(raw, "?#") {
 			return
 		}
 		if got := envoy.Routing("h", raw); got.Rejected || got.Target != upperEscapes(raw) {
@@ -170,8 +172,7 @@ func FuzzCanonicalPath(f *testing.F) {
 		if err != nil {
 			t.Fatalf("canonical %q does not decode: %v", raw, err)
 		}
-		rt := &route{prefix: "/kyc"}
-		_, writ := rt.prefixOf(decoded)
+		_, writ := proxy.PrefixCovers("/kyc", decoded)
 		if envoyMatch := raw == "/kyc" || strings.HasPrefix(raw, "/kyc/"); envoyMatch != writ {
 			t.Fatalf("canonical %q: Envoy's /kyc route %v, writ's %v", raw, envoyMatch, writ)
 		}

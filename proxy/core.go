@@ -1,17 +1,23 @@
-// Package proxy is writ's admission core and its sidecar front door (the
-// Envoy doors are proxy/extproc and proxy/extauthz).
+// Package proxy is writ's admission core: the one place a request is
+// decided, whatever front door it came through.
 //
-// Every request, whatever door it came through, is one call of Core.Admit:
-// limits → adapter parse → identity → lifecycle record → policy decision (with
-// its cache) → lifecycle law, with one decision event. Admit returns an Outcome
-// — not found, refuse, serve (writ's own answer: a card, the directory, a
-// push-config operation) or forward (a Plan) — and each front door is a thin
-// mapping of it: the Sidecar (this package) writes the answer or forwards the
-// request and feeds the agent's answers back through the Plan, which records
-// them in the lifecycle store and notifies push callbacks; Envoy's ext_proc
-// (proxy/extproc) maps it to an ImmediateResponse or mutations and feeds the
-// answers Envoy shows it through the Plan the same way; Envoy's ext_authz
-// (proxy/extauthz) maps it to a CheckResponse and sees no answers.
+// Every request is one call of Core.Admit: canonical target → route →
+// limits (framing, body) → adapter parse → identity → lifecycle record →
+// policy decision (with its cache) → lifecycle law, with one decision event.
+// Admit returns an Outcome — not found, refuse, serve (writ's own answer,
+// rendered: a card, the directory, a push-config operation) or forward (a
+// Plan) — and each front door is a thin mapping of it, in a package of its
+// own that uses only this package's exported API: the reverse-proxy sidecar
+// (proxy/sidecar), Envoy's ext_authz (proxy/extauthz, which sees no answers)
+// and ext_proc (proxy/extproc). No door imports another, and this package
+// imports none.
+//
+// A Plan is also the one executor of a Forward: Plan.Forward sends the
+// request and relays the answer for a door that sends it itself; a door
+// whose platform sends it feeds the answer through Plan.Reads, Answer,
+// Stream or Chunks. Either way the agent's answers are recorded in the
+// lifecycle store, push callbacks notified, and tasks that outlive their
+// request handed to the Follower (proxy/follow).
 //
 // The lifecycle law (lifecycle.go: no message to, no cancel of, a task in a
 // terminal state) runs in Admit after the decision, for every door alike, so
@@ -19,7 +25,6 @@
 package proxy
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -27,7 +32,6 @@ import (
 	"net/url"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -59,9 +63,11 @@ type Deps struct {
 	// operations, and advertises push in the cards it serves; nil leaves push
 	// to the agents.
 	Push Notifier
-	// Work, when set, keeps the tasks the core follows in a durable work
-	// queue, resumed after a restart or by another replica (durable.go).
-	Work *Work
+	// Follow builds the follower of the tasks that outlive their request
+	// (follow.New makes one), which the core starts with itself and closes
+	// with itself; nil follows none (push notifications then come only from
+	// the answers callers read).
+	Follow func(*Core) Follower
 }
 
 // Notifier takes rendered notifications for delivery; push.Deliverer is the one
@@ -90,17 +96,9 @@ type Core struct {
 	schemes  []task.SecurityScheme
 	events   events.Sink
 	notifier Notifier
-	// followers bounds the tasks followed after their request returned, and
-	// byOwner (under followMu) counts them per owner (follow.go).
-	followers chan struct{}
-	followMu  sync.Mutex
-	byOwner   map[string]int
-	// life ends the followers when the core closes.
-	life  context.Context
-	close context.CancelFunc
-	stats Stats
-	// work keeps followed tasks in a durable queue (nil: in memory only).
-	work *followWork
+	// follower follows the tasks that outlive their request (nil: none).
+	follower Follower
+	stats    Stats
 }
 
 // Stats counts what the core did, for tests.
@@ -135,8 +133,7 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 	c := &Core{cfg: cfg, ident: d.Identity, engine: d.Engine, store: d.Store, log: d.Logger,
 		client: NewClient(d.Transport),
 		lim:    wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, followers: make(chan struct{}, max(1, cfg.Lifecycle.MaxFollowers)), byOwner: map[string]int{}}
-	c.life, c.close = context.WithCancel(context.Background())
+		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events}
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
 		u, err := url.Parse(a.Upstream)
@@ -154,7 +151,10 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		c.byHost = c.byHost || len(a.Hosts) > 0
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
-	c.startWork(d.Work)
+	if d.Follow != nil {
+		// Last: a follower may resume followed tasks at once, on these routes.
+		c.follower = d.Follow(c)
+	}
 	return c, nil
 }
 
@@ -181,17 +181,18 @@ func NewClient(t http.RoundTripper) *http.Client {
 	}}
 }
 
-// Close stops the background work of the core (task followers).
-func (c *Core) Close() { c.close() }
+// Close stops the background work of the core (the task follower).
+func (c *Core) Close() {
+	if c.follower != nil {
+		c.follower.Close()
+	}
+}
 
 // Stats returns the core's counters.
 func (c *Core) Stats() *Stats { return &c.stats }
 
 // StoreErrors counts the lifecycle store operations that failed.
 func (c *Core) StoreErrors() uint64 { return c.stats.StoreErrors.Load() }
-
-// Config is the configuration the core serves.
-func (c *Core) Config() *config.Config { return c.cfg }
 
 // acceptedSchemes are the security schemes a published card advertises: what
 // writ verifies, not what the agent behind it does.

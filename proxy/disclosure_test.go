@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"net/http"
@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
@@ -22,14 +24,14 @@ import (
 // its id, or its existence learnt from the answer. Defence: a foreign task
 // is answered exactly like a missing one, headers included.
 func TestForeignTaskNoDecisionOracle(t *testing.T) {
-	up := newFakeAgent(t, nil) // answers every send with task t-1
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatalf("send: %s", a.raw)
+	up := proxytest.NewFakeAgent(t, nil) // answers every send with task t-1
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	if _, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatalf("send: %s", a.Raw)
 	}
-	retail := h.token(retailBot)
+	retail := h.Token(proxytest.RetailBot)
 	get := func(id string) (*http.Response, string) {
-		resp, body := h.do("POST", "/", retail, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "GetTask",
+		resp, body := h.Do("POST", "/", retail, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "GetTask",
 			"params": map[string]any{"id": id}}, map[string]string{"A2A-Version": "1.0"})
 		return resp, strings.ReplaceAll(string(body), id, "ID")
 	}
@@ -52,12 +54,12 @@ func TestForeignTaskNoDecisionOracle(t *testing.T) {
 // Threat: an agent's existence learnt from its card by a caller who may
 // not see it. Defence: a plain 404, the same as for no agent at all.
 func TestHiddenCardNoDecisionOracle(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	a := sanctionsAgent(up.srv.URL)
+	up := proxytest.NewFakeAgent(t, nil)
+	a := proxytest.SanctionsAgent(up.Srv.URL)
 	a.Route = "/sanctions/"
-	h := newHarness(t, []config.Agent{a}, nil)
-	hr, hb := h.do("GET", "/sanctions/.well-known/agent-card.json", "", nil, nil)
-	mr, mb := h.do("GET", "/no-such-agent/.well-known/agent-card.json", "", nil, nil)
+	h := proxytest.New(t, []config.Agent{a}, nil)
+	hr, hb := h.Do("GET", "/sanctions/.well-known/agent-card.json", "", nil, nil)
+	mr, mb := h.Do("GET", "/no-such-agent/.well-known/agent-card.json", "", nil, nil)
 	if hr.StatusCode != 404 || mr.StatusCode != 404 || string(hb) != string(mb) {
 		t.Fatalf("hidden %d %s / missing %d %s", hr.StatusCode, hb, mr.StatusCode, mb)
 	}
@@ -109,67 +111,71 @@ func TestDenialNeverNamesTheTarget(t *testing.T) {
 	const name = "hidden-ledger-zz"
 	secret := []string{name, "tenant-alpha-zz", "tenant-beta-zz", "confidential"}
 	agent := func(up string, schemes ...string) config.Agent {
-		a := sanctionsAgent(up)
+		a := proxytest.SanctionsAgent(up)
 		a.Name, a.Tenants, a.MaxDataClassification = name, []string{"tenant-alpha-zz", "tenant-beta-zz"}, task.Confidential
 		if len(schemes) > 0 {
 			a.SecuritySchemes = schemes
 		}
 		return a
 	}
-	member := caller{agent: "ops-bot", user: "u-1", tenant: "tenant-alpha-zz", class: "internal", scopes: "delegate"}
-	with := func(f func(*caller)) caller { c := member; f(&c); return c }
+	member := proxytest.Caller{Agent: "ops-bot", User: "u-1", Tenant: "tenant-alpha-zz", Class: "internal", Scopes: "delegate"}
+	with := func(f func(*proxytest.Caller)) proxytest.Caller { c := member; f(&c); return c }
 	push := func(cfg map[string]any) map[string]any {
-		return map[string]any{"message": sendParams["message"], "configuration": map[string]any{"taskPushNotificationConfig": cfg}}
+		return map[string]any{"message": proxytest.SendParams["message"], "configuration": map[string]any{"taskPushNotificationConfig": cfg}}
 	}
 	cases := []struct {
 		code    string
 		schemes []string
-		who     *caller // nil: no credentials
+		who     *proxytest. // nil: no credentials
+			Caller
 		params  map[string]any
 		foreign bool // a task someone else created first
 	}{
 		{code: "UNAUTHENTICATED"},
-		{code: "DEPTH_EXCEEDED", who: ptr(with(func(c *caller) { c.chain = []string{"a", "b", "c", "d"} }))},
-		{code: "CYCLE_DETECTED", who: ptr(with(func(c *caller) { c.chain = []string{name} }))},
-		{code: "TENANT_NOT_PERMITTED", who: ptr(with(func(c *caller) { c.tenant = "corporate" }))},
-		{code: "CLASSIFICATION_EXCEEDED", who: ptr(with(func(c *caller) { c.class = "restricted" }))},
+		{code: "DEPTH_EXCEEDED", who: ptr(with(func(c *proxytest.Caller) { c.Chain = []string{"a", "b", "c", "d"} }))},
+		{code: "CYCLE_DETECTED", who: ptr(with(func(c *proxytest.Caller) { c.Chain = []string{name} }))},
+		{code: "TENANT_NOT_PERMITTED", who: ptr(with(func(c *proxytest.Caller) { c.Tenant = "corporate" }))},
+		{code: "CLASSIFICATION_EXCEEDED", who: ptr(with(func(c *proxytest.Caller) { c.Class = "restricted" }))},
 		{code: "NO_ACCEPTABLE_AUTH", schemes: []string{"apikey"}, who: &member},
 		{code: "CALLBACK_NOT_ALLOWED", who: &member, params: push(map[string]any{"url": "https://evil.example/cb", "token": "t"})},
 		{code: "CALLBACK_UNAUTHENTICATED", who: &member, params: push(map[string]any{"url": "https://agents.bank.ae/cb"})},
-		{code: "SCOPE_MISSING", who: ptr(with(func(c *caller) { c.scopes = "read" }))},
-		{code: "NOT_TASK_OWNER", who: ptr(with(func(c *caller) { c.agent = "other-bot" })), foreign: true},
+		{code: "SCOPE_MISSING", who: ptr(with(func(c *proxytest.Caller) { c.Scopes = "read" }))},
+		{code: "AUTHORITY_WIDENED", who: ptr(with(func(c *proxytest.Caller) {
+			c.Chain, c.ChainScopes = []string{"orchestrator"}, []string{"read"}
+		}))},
+		{code: "NOT_TASK_OWNER", who: ptr(with(func(c *proxytest.Caller) { c.Agent = "other-bot" })), foreign: true},
 	}
 	covered := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.code, func(t *testing.T) {
-			up := newFakeAgent(t, nil)
-			h := newHarness(t, []config.Agent{agent(up.srv.URL, c.schemes...)}, nil)
+			up := proxytest.NewFakeAgent(t, nil)
+			h := proxytest.New(t, []config.Agent{agent(up.Srv.URL, c.schemes...)}, nil)
 			rec := &recordingSink{}
-			h.bus.Subscribe(rec)
+			h.Bus.Subscribe(rec)
 			tok := ""
 			if c.who != nil {
-				tok = h.token(*c.who)
+				tok = h.Token(*c.who)
 			}
 			method, params := "SendMessage", c.params
 			if params == nil {
-				params = sendParams
+				params = proxytest.SendParams
 			}
 			if c.foreign {
-				if _, a := h.rpc("/", h.token(member), "1.0", "SendMessage", sendParams); a.Error != nil {
-					t.Fatalf("the owner's send: %s", a.raw)
+				if _, a := h.RPC("/", h.Token(member), "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+					t.Fatalf("the owner's send: %s", a.Raw)
 				}
 				method, params = "GetTask", map[string]any{"id": "t-1"}
 			}
 			v10 := map[string]string{"A2A-Version": "1.0"}
 			answers := map[string]func() (*http.Response, []byte){
 				"jsonrpc": func() (*http.Response, []byte) {
-					return h.do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, v10)
+					return h.Do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, v10)
 				},
 				"rest": func() (*http.Response, []byte) {
 					if c.foreign {
-						return h.do("GET", "/tasks/t-1", tok, nil, v10)
+						return h.Do("GET", "/tasks/t-1", tok, nil, v10)
 					}
-					return h.do("POST", "/message:send", tok, params, v10)
+					return h.Do("POST", "/message:send", tok, params, v10)
 				},
 			}
 			for binding, do := range answers {
@@ -195,7 +201,7 @@ func TestDenialNeverNamesTheTarget(t *testing.T) {
 					if den.Code == c.code {
 						covered[c.code] = true
 						// The policy's own reason, not the neutral one the caller got.
-						detailed = detailed || (den.Reason != "" && den.Reason != publicReason(den.Code))
+						detailed = detailed || (den.Reason != "" && den.Reason != proxy.PublicReason(den.Code))
 					}
 				}
 			}

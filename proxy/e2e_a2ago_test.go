@@ -1,10 +1,8 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"github.com/writ-authz/writ/adapters"
 	"net/http"
 	"strings"
 	"testing"
@@ -13,7 +11,9 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/task"
 )
@@ -21,7 +21,7 @@ import (
 // seedWorld is writ in front of the seed's agents, built with the real a2a-go
 // v0.3.3 server (A2A 0.3, JSON-RPC).
 type seedWorld struct {
-	*harness
+	*proxytest.Harness
 	sanctions, clarifier, slow *seedagents.Agent
 }
 
@@ -43,7 +43,7 @@ func newSeedWorld(t *testing.T) *seedWorld {
 	kyc := start(seedagents.StartSanctions, seedagents.WithName("kyc-refresh-agent"))
 	marketing := start(seedagents.StartSanctions, seedagents.WithName("marketing-copy-agent"))
 	like := func(name, route string, up *seedagents.Agent) config.Agent {
-		a := sanctionsAgent(up.URL)
+		a := proxytest.SanctionsAgent(up.URL)
 		a.Name, a.Route = name, route
 		return a
 	}
@@ -58,52 +58,24 @@ func newSeedWorld(t *testing.T) *seedWorld {
 			MaxDataClassification: task.Internal, SecuritySchemes: []string{"apikey"},
 			Skills: []task.Skill{{ID: "copy", Tags: []string{"marketing"}}}},
 	}
-	w.harness = newHarness(t, agents, func(c *config.Config) { c.Limits.StreamIdleTimeout = 10 * time.Second })
+	w.Harness = proxytest.New(t, agents, func(c *config.Config) { c.Limits.StreamIdleTimeout = 10 * time.Second })
 	return w
-}
-
-func msg03(text string, extra map[string]any) map[string]any {
-	m := map[string]any{"kind": "message", "messageId": fmt.Sprintf("m-%d", time.Now().UnixNano()), "role": "user",
-		"parts": []any{map[string]any{"kind": "text", "text": text},
-			map[string]any{"kind": "data", "data": map[string]any{"beneficiary": "Acme Trading FZE"}}}}
-	for k, v := range extra {
-		m[k] = v
-	}
-	return m
-}
-
-// result03 reads a 0.3 task result.
-func result03(t *testing.T, a rpcAnswer) (id, state string) {
-	t.Helper()
-	if a.Error != nil {
-		t.Fatalf("error: %s", a.raw)
-	}
-	var r struct {
-		ID     string `json:"id"`
-		Status struct {
-			State string `json:"state"`
-		} `json:"status"`
-	}
-	if err := json.Unmarshal(a.Result, &r); err != nil {
-		t.Fatal(err)
-	}
-	return r.ID, r.Status.State
 }
 
 // TestA2AGoAgent drives writ in front of the a2a-go 0.3 agents through every
 // lifecycle path of the issue, with raw JSON-RPC as a 0.3 client sends it.
 func TestA2AGoAgent(t *testing.T) {
 	w := newSeedWorld(t)
-	inv := w.token(investigator)
-	retail := w.token(retailBot)
+	inv := w.Token(proxytest.Investigator)
+	retail := w.Token(proxytest.RetailBot)
 
 	// An allowed send: the task completes, writ records it, owned by the caller.
-	status, a := w.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("Screen the beneficiary of PMT-771", nil)})
-	id, state := result03(t, a)
+	status, a := w.RPC("/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("Screen the beneficiary of PMT-771", nil)})
+	id, state := proxytest.Result03(t, a)
 	if status != 200 || state != "completed" {
-		t.Fatalf("send: %d %s", status, a.raw)
+		t.Fatalf("send: %d %s", status, a.Raw)
 	}
-	rec, ok, _ := w.task(id)
+	rec, ok, _ := w.Task(id)
 	if !ok || rec.Task.State != task.Succeeded || rec.Task.Owner.AgentID != "payments-investigator" ||
 		rec.Agent != "sanctions-screening-agent" || rec.Task.Classification != task.Restricted {
 		t.Fatalf("record %+v", rec)
@@ -122,19 +94,19 @@ func TestA2AGoAgent(t *testing.T) {
 	}{
 		{"/kyc/", inv, []string{"CLASSIFICATION_EXCEEDED", "TENANT_NOT_PERMITTED"}},
 		{"/marketing/", inv, []string{"CLASSIFICATION_EXCEEDED", "NO_ACCEPTABLE_AUTH"}},
-		{"/", w.token(caller{agent: "x", tenant: "wholesale", scopes: "delegate", chain: []string{"a", "b", "c", "d"}}), []string{"DEPTH_EXCEEDED"}},
-		{"/", w.token(caller{agent: "x", tenant: "wholesale", scopes: "delegate", chain: []string{"sanctions-screening-agent"}}), []string{"CYCLE_DETECTED"}},
-		{"/", w.token(caller{agent: "x", tenant: "wholesale", scopes: "read"}), []string{"SCOPE_MISSING"}},
+		{"/", w.Token(proxytest.Caller{Agent: "x", Tenant: "wholesale", Scopes: "delegate", Chain: []string{"a", "b", "c", "d"}}), []string{"DEPTH_EXCEEDED"}},
+		{"/", w.Token(proxytest.Caller{Agent: "x", Tenant: "wholesale", Scopes: "delegate", Chain: []string{"sanctions-screening-agent"}}), []string{"CYCLE_DETECTED"}},
+		{"/", w.Token(proxytest.Caller{Agent: "x", Tenant: "wholesale", Scopes: "read"}), []string{"SCOPE_MISSING"}},
 		{"/", "", []string{"UNAUTHENTICATED"}},
 	} {
 		before := len(w.sanctions.Requests())
-		status, a := w.rpc(c.path, c.token, "", "message/send", map[string]any{"message": msg03("x", nil)})
-		got := a.reasons()
+		status, a := w.RPC(c.path, c.token, "", "message/send", map[string]any{"message": proxytest.Msg03("x", nil)})
+		got := a.Reasons()
 		if c.token == "" && len(got) > 1 && contains(got[1:], "UNAUTHENTICATED") {
 			got = []string{got[0], "UNAUTHENTICATED"} // anonymous: other checks fail too; this one matters
 		}
 		if a.Error == nil || len(got) < 1 || !sameSet(got[1:], c.codes) {
-			t.Errorf("%s: %d %s, want %v", c.path, status, a.raw, c.codes)
+			t.Errorf("%s: %d %s, want %v", c.path, status, a.Raw, c.codes)
 		}
 		want := 403
 		if c.token == "" {
@@ -155,64 +127,64 @@ func TestA2AGoAgent(t *testing.T) {
 		{map[string]any{"url": "https://evil.example/hook", "token": "t"}, "CALLBACK_NOT_ALLOWED"},
 		{map[string]any{"url": "https://agents.bank.ae/cb"}, "CALLBACK_UNAUTHENTICATED"},
 	} {
-		_, a := w.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("x", nil),
+		_, a := w.RPC("/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("x", nil),
 			"configuration": map[string]any{"pushNotificationConfig": c.push}})
-		if !contains(a.reasons(), c.code) {
-			t.Errorf("push %v: %s", c.push, a.raw)
+		if !contains(a.Reasons(), c.code) {
+			t.Errorf("push %v: %s", c.push, a.Raw)
 		}
 	}
 
 	// A follow-up from another tenant is TaskNotFound, exactly like a task that
 	// does not exist.
-	_, other := w.rpc("/", retail, "", "tasks/get", map[string]any{"id": id})
-	_, missing := w.rpc("/", retail, "", "tasks/get", map[string]any{"id": "no-such-task"})
+	_, other := w.RPC("/", retail, "", "tasks/get", map[string]any{"id": id})
+	_, missing := w.RPC("/", retail, "", "tasks/get", map[string]any{"id": "no-such-task"})
 	if other.Error == nil || other.Error.Code != -32001 || missing.Error == nil || missing.Error.Code != -32001 {
-		t.Errorf("foreign get %s / missing get %s", other.raw, missing.raw)
+		t.Errorf("foreign get %s / missing get %s", other.Raw, missing.Raw)
 	}
 	if strings.Replace(other.Error.Message, id, "ID", 1) != strings.Replace(missing.Error.Message, "no-such-task", "ID", 1) {
 		t.Errorf("a foreign task is distinguishable: %q vs %q", other.Error.Message, missing.Error.Message)
 	}
 	// The owner gets it.
-	if _, a := w.rpc("/", inv, "", "tasks/get", map[string]any{"id": id}); a.Error != nil {
-		t.Errorf("owner get: %s", a.raw)
+	if _, a := w.RPC("/", inv, "", "tasks/get", map[string]any{"id": id}); a.Error != nil {
+		t.Errorf("owner get: %s", a.Raw)
 	}
 	// A message to the finished task never reaches the agent.
 	before := len(w.sanctions.Requests())
-	_, a = w.rpc("/", inv, "", "message/send", map[string]any{"message": msg03("again", map[string]any{"taskId": id})})
-	if a.Error == nil || a.Error.Code != -32004 || !contains(a.reasons(), "TASK_TERMINAL") || len(w.sanctions.Requests()) != before {
-		t.Errorf("message to a terminal task: %s", a.raw)
+	_, a = w.RPC("/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("again", map[string]any{"taskId": id})})
+	if a.Error == nil || a.Error.Code != -32004 || !contains(a.Reasons(), "TASK_TERMINAL") || len(w.sanctions.Requests()) != before {
+		t.Errorf("message to a terminal task: %s", a.Raw)
 	}
 
 	// Input-required, then the reply completes the task.
-	_, a = w.rpc("/clarifier/", inv, "", "message/send", map[string]any{"message": msg03("Screen this entity", nil)})
-	cid, state := result03(t, a)
+	_, a = w.RPC("/clarifier/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("Screen this entity", nil)})
+	cid, state := proxytest.Result03(t, a)
 	if state != "input-required" {
-		t.Fatalf("clarifier: %s", a.raw)
+		t.Fatalf("clarifier: %s", a.Raw)
 	}
-	_, a = w.rpc("/clarifier/", inv, "", "message/send", map[string]any{"message": msg03("UAE and UN lists", map[string]any{"taskId": cid})})
-	if _, state := result03(t, a); state != "completed" {
-		t.Fatalf("reply: %s", a.raw)
+	_, a = w.RPC("/clarifier/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("UAE and UN lists", map[string]any{"taskId": cid})})
+	if _, state := proxytest.Result03(t, a); state != "completed" {
+		t.Fatalf("reply: %s", a.Raw)
 	}
-	if rec, _, _ := w.task(cid); rec.Task.State != task.Succeeded {
+	if rec, _, _ := w.Task(cid); rec.Task.State != task.Succeeded {
 		t.Errorf("clarifier record %+v", rec)
 	}
 
 	// Cancel, then cancel again: the second is answered by writ.
-	_, a = w.rpc("/slow/", inv, "", "message/send", map[string]any{"message": msg03("Screen something slow", nil),
+	_, a = w.RPC("/slow/", inv, "", "message/send", map[string]any{"message": proxytest.Msg03("Screen something slow", nil),
 		"configuration": map[string]any{"blocking": false}})
-	sid, _ := result03(t, a)
-	_, a = w.rpc("/slow/", inv, "", "tasks/cancel", map[string]any{"id": sid})
-	if _, state := result03(t, a); state != "canceled" {
-		t.Fatalf("cancel: %s", a.raw)
+	sid, _ := proxytest.Result03(t, a)
+	_, a = w.RPC("/slow/", inv, "", "tasks/cancel", map[string]any{"id": sid})
+	if _, state := proxytest.Result03(t, a); state != "canceled" {
+		t.Fatalf("cancel: %s", a.Raw)
 	}
 	before = len(w.slow.Requests())
-	_, a = w.rpc("/slow/", inv, "", "tasks/cancel", map[string]any{"id": sid})
+	_, a = w.RPC("/slow/", inv, "", "tasks/cancel", map[string]any{"id": sid})
 	if a.Error == nil || a.Error.Code != -32002 || len(w.slow.Requests()) != before {
-		t.Errorf("cancel again: %s", a.raw)
+		t.Errorf("cancel again: %s", a.Raw)
 	}
 	// A task of one agent is not found through another agent's route.
-	if _, a = w.rpc("/clarifier/", inv, "", "tasks/get", map[string]any{"id": sid}); a.Error == nil || a.Error.Code != -32001 {
-		t.Errorf("cross-route get: %s", a.raw)
+	if _, a = w.RPC("/clarifier/", inv, "", "tasks/get", map[string]any{"id": sid}); a.Error == nil || a.Error.Code != -32001 {
+		t.Errorf("cross-route get: %s", a.Raw)
 	}
 }
 
@@ -220,8 +192,8 @@ func TestA2AGoAgent(t *testing.T) {
 // follows it to the end.
 func TestA2AGoStream(t *testing.T) {
 	w := newSeedWorld(t)
-	resp, body := w.do("POST", "/", w.token(investigator), map[string]any{"jsonrpc": "2.0", "id": "s-1",
-		"method": "message/stream", "params": map[string]any{"message": msg03("Screen the beneficiary of PMT-771", nil)}}, nil)
+	resp, body := w.Do("POST", "/", w.Token(proxytest.Investigator), map[string]any{"jsonrpc": "2.0", "id": "s-1",
+		"method": "message/stream", "params": map[string]any{"message": proxytest.Msg03("Screen the beneficiary of PMT-771", nil)}}, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -250,7 +222,7 @@ func TestA2AGoStream(t *testing.T) {
 	if strings.Join(kinds, ",") != "task,status-update,artifact-update,status-update" {
 		t.Fatalf("events %v", kinds)
 	}
-	rec, ok, _ := w.task(id)
+	rec, ok, _ := w.Task(id)
 	if !ok || rec.Task.State != task.Succeeded || len(rec.Task.Artifacts) != 1 || rec.Task.Artifacts[0] != "sanctions-screening" {
 		t.Fatalf("record %+v", rec)
 	}
@@ -273,8 +245,8 @@ func TestA2AGoClientThroughWrit(t *testing.T) {
 	w := newSeedWorld(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: w.srv.URL + "/", Transport: a2a.TransportProtocolJSONRPC}},
-		a2aclient.WithInterceptors(bearer{token: w.token(investigator)}))
+	client, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: w.Srv.URL + "/", Transport: a2a.TransportProtocolJSONRPC}},
+		a2aclient.WithInterceptors(bearer{token: w.Token(proxytest.Investigator)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,8 +277,8 @@ func TestA2AGoClientThroughWrit(t *testing.T) {
 		t.Fatalf("cancel of a completed task: %v", err)
 	}
 	// A denied caller gets an error the SDK understands.
-	denied, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: w.srv.URL + "/kyc/", Transport: a2a.TransportProtocolJSONRPC}},
-		a2aclient.WithInterceptors(bearer{token: w.token(investigator)}))
+	denied, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: w.Srv.URL + "/kyc/", Transport: a2a.TransportProtocolJSONRPC}},
+		a2aclient.WithInterceptors(bearer{token: w.Token(proxytest.Investigator)}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -319,7 +291,7 @@ func TestA2AGoClientThroughWrit(t *testing.T) {
 // the directory for two callers with different views.
 func TestCardsAndDiscovery(t *testing.T) {
 	w := newSeedWorld(t)
-	resp, body := w.do("GET", "/.well-known/agent-card.json", w.token(investigator), nil, nil)
+	resp, body := w.Do("GET", "/.well-known/agent-card.json", w.Token(proxytest.Investigator), nil, nil)
 	if resp.StatusCode != 200 {
 		t.Fatalf("card: %d %s", resp.StatusCode, body)
 	}
@@ -327,7 +299,7 @@ func TestCardsAndDiscovery(t *testing.T) {
 	if err := json.Unmarshal(body, &card); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(card["url"].(string), "http://"+w.cfg.Listen) && !strings.Contains(string(body), w.cfg.Listen) {
+	if !strings.HasPrefix(card["url"].(string), "http://"+w.Cfg.Listen) && !strings.Contains(string(body), w.Cfg.Listen) {
 		t.Errorf("card url not rewritten: %v", card["url"])
 	}
 	if strings.Contains(string(body), w.sanctions.URL) {
@@ -341,17 +313,17 @@ func TestCardsAndDiscovery(t *testing.T) {
 	if !strings.Contains(string(body), `"bearerFormat":"JWT"`) {
 		t.Errorf("the card does not advertise writ's scheme: %s", body)
 	}
-	resp, _ = w.do("GET", "/.well-known/agent-card.json", "", nil, nil)
+	resp, _ = w.Do("GET", "/.well-known/agent-card.json", "", nil, nil)
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("anonymous card: %d", resp.StatusCode)
 	}
-	resp, _ = w.do("GET", "/kyc/.well-known/agent-card.json", w.token(investigator), nil, nil)
+	resp, _ = w.Do("GET", "/kyc/.well-known/agent-card.json", w.Token(proxytest.Investigator), nil, nil)
 	if resp.StatusCode != http.StatusNotFound {
 		t.Errorf("card of an agent the caller may not see: %d", resp.StatusCode)
 	}
 
 	names := func(tok, query string) []string {
-		resp, body := w.do("GET", adapters.DirectoryPath+query, tok, nil, nil)
+		resp, body := w.Do("GET", adapters.DirectoryPath+query, tok, nil, nil)
 		if resp.StatusCode != 200 {
 			t.Fatalf("directory: %d %s", resp.StatusCode, body)
 		}
@@ -367,16 +339,16 @@ func TestCardsAndDiscovery(t *testing.T) {
 		}
 		return out
 	}
-	inv := names(w.token(investigator), "?tags=sanctions")
+	inv := names(w.Token(proxytest.Investigator), "?tags=sanctions")
 	// Cards carry the agents' own names (the seed agents call two of themselves
 	// "clarifier" and "slow"); ranking is by tag overlap, then writ's route name.
 	if strings.Join(inv, ",") != "clarifier,sanctions-screening-agent,slow" {
 		t.Errorf("investigator sees %v", inv)
 	}
-	if ret := names(w.token(retailBot), ""); strings.Join(ret, ",") != "kyc-refresh-agent,clarifier,sanctions-screening-agent,slow" {
+	if ret := names(w.Token(proxytest.RetailBot), ""); strings.Join(ret, ",") != "kyc-refresh-agent,clarifier,sanctions-screening-agent,slow" {
 		t.Errorf("retail caller sees %v", ret)
 	}
-	if kyc := names(w.token(retailBot), "?tags=kyc"); strings.Join(kyc, ",") != "kyc-refresh-agent" {
+	if kyc := names(w.Token(proxytest.RetailBot), "?tags=kyc"); strings.Join(kyc, ",") != "kyc-refresh-agent" {
 		t.Errorf("retail caller with tags=kyc sees %v", kyc)
 	}
 	if len(names("", "")) != 0 {

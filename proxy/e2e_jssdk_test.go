@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -8,32 +8,33 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/peers"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/task"
 )
 
 // jsWorld is writ in front of @a2a-js/sdk 1.3.0 agents (A2A 1.0, JSON-RPC and
 // HTTP+JSON), with writ's public URL in the cards it serves.
-func jsWorld(t *testing.T) *harness {
+func jsWorld(t *testing.T) *proxytest.Harness {
 	t.Helper()
 	peers.EnsureNode(t)
 	sanctions := peers.StartJSAgent(t, "sanctions", "")
 	clarifier := peers.StartJSAgent(t, "clarifier", "")
 	slow := peers.StartJSAgent(t, "slow", "")
 	like := func(name, route, up string) config.Agent {
-		a := sanctionsAgent(up)
+		a := proxytest.SanctionsAgent(up)
 		a.Name, a.Route, a.PublicURL = name, route, "self"
 		return a
 	}
-	return newHarness(t, []config.Agent{like("sanctions-screening-agent", "/", sanctions),
+	return proxytest.New(t, []config.Agent{like("sanctions-screening-agent", "/", sanctions),
 		like("sanctions-clarifier", "/clarifier", clarifier), like("sanctions-slow", "/slow", slow)}, nil)
 }
 
 // jsClient runs the real JS SDK client through writ.
-func jsClient(t *testing.T, h *harness, route, token, scenario, binding string) []map[string]any {
+func jsClient(t *testing.T, h *proxytest.Harness, route, token, scenario, binding string) []map[string]any {
 	t.Helper()
 	// A trailing slash: the JS SDK resolves the card path relative to the URL.
-	lines, err := peers.RunJSClient(t, "--url", strings.TrimSuffix(h.srv.URL+route, "/")+"/", "--token", token,
+	lines, err := peers.RunJSClient(t, "--url", strings.TrimSuffix(h.Srv.URL+route, "/")+"/", "--token", token,
 		"--scenario", scenario, "--binding", binding)
 	if err != nil {
 		t.Fatalf("%s %s: %v (%v)", scenario, binding, err, lines)
@@ -55,7 +56,7 @@ func states(lines []map[string]any) []string {
 // completes delegations to real JS SDK agents unchanged, over both bindings.
 func TestJSClientAndAgentThroughWrit(t *testing.T) {
 	h := jsWorld(t)
-	tok := h.token(investigator)
+	tok := h.Token(proxytest.Investigator)
 	for _, binding := range []string{"jsonrpc", "rest"} {
 		t.Run(binding, func(t *testing.T) {
 			lines := jsClient(t, h, "/", tok, "send", binding)
@@ -64,7 +65,7 @@ func TestJSClientAndAgentThroughWrit(t *testing.T) {
 				t.Fatalf("send: %v", lines)
 			}
 			id, _ := lines[len(lines)-1]["taskId"].(string)
-			if rec, ok, _ := h.task(id); !ok || rec.Task.State != task.Succeeded || rec.Version != "1.0" {
+			if rec, ok, _ := h.Task(id); !ok || rec.Task.State != task.Succeeded || rec.Version != "1.0" {
 				t.Fatalf("record of %s: %+v", id, rec)
 			}
 			st = states(jsClient(t, h, "/", tok, "stream", binding))
@@ -93,10 +94,10 @@ func TestJSClientAndAgentThroughWrit(t *testing.T) {
 // TestJSClientDenied: a denial reaches the JS client as an A2A error it decodes.
 func TestJSClientDenied(t *testing.T) {
 	h := jsWorld(t)
-	outsider := h.token(caller{agent: "corp-bot", tenant: "corporate", class: "internal", scopes: "delegate"})
+	outsider := h.Token(proxytest.Caller{Agent: "corp-bot", Tenant: "corporate", Class: "internal", Scopes: "delegate"})
 	// The card itself is hidden from a caller of another tenant (404), so the
 	// client stops there.
-	lines, _ := peers.RunJSClient(t, "--url", h.srv.URL, "--token", outsider, "--scenario", "send")
+	lines, _ := peers.RunJSClient(t, "--url", h.Srv.URL, "--token", outsider, "--scenario", "send")
 	found := false
 	for _, l := range lines {
 		if e, ok := l["error"].(map[string]any); ok {
@@ -111,7 +112,7 @@ func TestJSClientDenied(t *testing.T) {
 	}
 	// With the card cached by an allowed caller, raw 1.0 requests show the denial
 	// shapes both bindings carry.
-	resp, body := h.do("POST", "/message:send", outsider, map[string]any{"message": map[string]any{
+	resp, body := h.Do("POST", "/message:send", outsider, map[string]any{"message": map[string]any{
 		"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "x"}}}}, map[string]string{"A2A-Version": "1.0"})
 	var rest struct {
 		Error struct {
@@ -135,9 +136,9 @@ func TestJSClientDenied(t *testing.T) {
 // discovery for two callers.
 func TestJSAgentLifecycleAndVisibility(t *testing.T) {
 	h := jsWorld(t)
-	inv := h.token(investigator)
+	inv := h.Token(proxytest.Investigator)
 	v10 := map[string]string{"A2A-Version": "1.0"}
-	resp, body := h.do("POST", "/message:send", inv, map[string]any{"message": map[string]any{
+	resp, body := h.Do("POST", "/message:send", inv, map[string]any{"message": map[string]any{
 		"messageId": "m-1", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "Screen Acme Trading FZE"}}}}, v10)
 	var sent struct {
 		Task struct {
@@ -153,38 +154,38 @@ func TestJSAgentLifecycleAndVisibility(t *testing.T) {
 	}
 	id := sent.Task.ID
 	// Another caller of the same tenant: not the owner, so the task does not exist.
-	other := h.token(caller{agent: "other-bot", user: "u-9", tenant: "wholesale", class: "internal", scopes: "delegate"})
-	r1, b1 := h.do("GET", "/tasks/"+id, other, nil, v10)
-	r2, b2 := h.do("GET", "/tasks/no-such-task", other, nil, v10)
+	other := h.Token(proxytest.Caller{Agent: "other-bot", User: "u-9", Tenant: "wholesale", Class: "internal", Scopes: "delegate"})
+	r1, b1 := h.Do("GET", "/tasks/"+id, other, nil, v10)
+	r2, b2 := h.Do("GET", "/tasks/no-such-task", other, nil, v10)
 	if r1.StatusCode != 404 || r2.StatusCode != 404 ||
 		strings.Replace(string(b1), id, "ID", -1) != strings.Replace(string(b2), "no-such-task", "ID", -1) {
 		t.Fatalf("foreign get %d %s / missing %d %s", r1.StatusCode, b1, r2.StatusCode, b2)
 	}
-	if r, b := h.do("GET", "/tasks/"+id, inv, nil, v10); r.StatusCode != 200 {
+	if r, b := h.Do("GET", "/tasks/"+id, inv, nil, v10); r.StatusCode != 200 {
 		t.Fatalf("owner get: %d %s", r.StatusCode, b)
 	}
 	// A message to the finished task: UnsupportedOperation, and the agent never sees it.
-	before := len(peers.JSAgentRequests(t, h.cfg.Agents[0].Upstream))
-	resp, body = h.do("POST", "/message:send", inv, map[string]any{"message": map[string]any{
+	before := len(peers.JSAgentRequests(t, h.Cfg.Agents[0].Upstream))
+	resp, body = h.Do("POST", "/message:send", inv, map[string]any{"message": map[string]any{
 		"messageId": "m-2", "role": "ROLE_USER", "taskId": id, "parts": []any{map[string]any{"text": "again"}}}}, v10)
 	if resp.StatusCode != 400 || !strings.Contains(string(body), "UNSUPPORTED_OPERATION") || !strings.Contains(string(body), "TASK_TERMINAL") {
 		t.Fatalf("message to a finished task: %d %s", resp.StatusCode, body)
 	}
-	if after := len(peers.JSAgentRequests(t, h.cfg.Agents[0].Upstream)); after != before {
+	if after := len(peers.JSAgentRequests(t, h.Cfg.Agents[0].Upstream)); after != before {
 		t.Fatalf("the agent saw the refused message (%d → %d requests)", before, after)
 	}
 	// The card: allowed caller gets writ's rewritten 1.0 card; an outsider gets 404.
-	resp, body = h.do("GET", "/.well-known/agent-card.json", inv, nil, nil)
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `"supportedInterfaces"`) || !strings.Contains(string(body), h.srv.URL) {
+	resp, body = h.Do("GET", "/.well-known/agent-card.json", inv, nil, nil)
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"supportedInterfaces"`) || !strings.Contains(string(body), h.Srv.URL) {
 		t.Fatalf("card: %d %s", resp.StatusCode, body)
 	}
-	outsider := h.token(caller{agent: "corp-bot", tenant: "corporate", class: "internal", scopes: "delegate"})
-	if resp, _ = h.do("GET", "/.well-known/agent-card.json", outsider, nil, nil); resp.StatusCode != 404 {
+	outsider := h.Token(proxytest.Caller{Agent: "corp-bot", Tenant: "corporate", Class: "internal", Scopes: "delegate"})
+	if resp, _ = h.Do("GET", "/.well-known/agent-card.json", outsider, nil, nil); resp.StatusCode != 404 {
 		t.Fatalf("outsider card: %d", resp.StatusCode)
 	}
 	// Discovery: the investigator sees the three agents; the outsider none.
 	count := func(tok string) int {
-		_, body := h.do("GET", adapters.DirectoryPath, tok, nil, nil)
+		_, body := h.Do("GET", adapters.DirectoryPath, tok, nil, nil)
 		var d struct {
 			Agents []json.RawMessage `json:"agents"`
 		}
@@ -209,12 +210,12 @@ func TestJSAgentLifecycleAndVisibility(t *testing.T) {
 func TestCallerHeaderNonASCIIReadsTheSameInNode(t *testing.T) {
 	peers.EnsureNode(t)
 	up := peers.StartJSAgent(t, "sanctions", "")
-	h := newHarness(t, []config.Agent{sanctionsAgent(up)}, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up)}, nil)
 	const agent = "bänk-agent-名-😀"
-	tok := h.token(caller{agent: agent, user: "ü-42", tenant: "wholesale", class: "internal", scopes: "delegate",
-		chain: []string{"orchestrâtor"}})
-	if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatalf("send: %s", a.raw)
+	tok := h.Token(proxytest.Caller{Agent: agent, User: "ü-42", Tenant: "wholesale", Class: "internal", Scopes: "delegate",
+		Chain: []string{"orchestrâtor"}})
+	if _, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatalf("send: %s", a.Raw)
 	}
 	var seen *seedagents.Observed
 	for _, o := range peers.JSAgentRequests(t, up) {
@@ -259,10 +260,10 @@ func TestCallerHeaderNonASCIIReadsTheSameInNode(t *testing.T) {
 func TestConnectionNamingADecisionHeaderIsRefused(t *testing.T) {
 	peers.EnsureNode(t)
 	up := peers.StartJSAgent(t, "sanctions", "")
-	h := newHarness(t, []config.Agent{sanctionsAgent(up)}, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up)}, nil)
 	rec := &recordingSink{}
-	h.bus.Subscribe(rec)
-	tok := h.token(investigator)
+	h.Bus.Subscribe(rec)
+	tok := h.Token(proxytest.Investigator)
 	sends := func() int {
 		n := 0
 		for _, o := range peers.JSAgentRequests(t, up) {
@@ -272,14 +273,14 @@ func TestConnectionNamingADecisionHeaderIsRefused(t *testing.T) {
 		}
 		return n
 	}
-	send := func(connection string) (int, rpcAnswer) {
-		resp, body := h.do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": sendParams},
+	send := func(connection string) (int, proxytest.RPCAnswer) {
+		resp, body := h.Do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": proxytest.SendParams},
 			map[string]string{"A2A-Version": "1.0", "Connection": connection, "A2A-Extensions": "urn:x:ext", "Writ-Data-Classification": "internal"})
-		var a rpcAnswer
+		var a proxytest.RPCAnswer
 		if err := json.Unmarshal(body, &a); err != nil {
 			t.Fatalf("Connection: %s: not JSON-RPC: %d %s", connection, resp.StatusCode, body)
 		}
-		a.raw = body
+		a.Raw = body
 		return resp.StatusCode, a
 	}
 	for _, named := range []string{"A2A-Version", "a2a-version", "keep-alive, A2A-Version", "A2A-Extensions", "Authorization",
@@ -287,7 +288,7 @@ func TestConnectionNamingADecisionHeaderIsRefused(t *testing.T) {
 		decided := len(rec.decisions)
 		_, a := send(named)
 		if a.Error == nil || a.Error.Code != -32600 {
-			t.Errorf("Connection: %s: %s; want an invalid-request refusal", named, a.raw)
+			t.Errorf("Connection: %s: %s; want an invalid-request refusal", named, a.Raw)
 		}
 		if len(rec.decisions) != decided {
 			t.Errorf("Connection: %s: the policy was asked", named)
@@ -299,7 +300,7 @@ func TestConnectionNamingADecisionHeaderIsRefused(t *testing.T) {
 	// Connection naming nothing writ decides on: forwarded, and answered by
 	// the agent as A2A 1.0.
 	if _, a := send("keep-alive, X-Trace-Hop"); a.Error != nil {
-		t.Fatalf("Connection: keep-alive, X-Trace-Hop: %s", a.raw)
+		t.Fatalf("Connection: keep-alive, X-Trace-Hop: %s", a.Raw)
 	}
 	if n := sends(); n != 1 {
 		t.Fatalf("the agent received %d sends, want 1", n)

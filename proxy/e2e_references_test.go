@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/peers"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -17,20 +18,20 @@ import (
 // tasks a message references (agent.mjs --agent librarian): the SDK's
 // DefaultRequestHandler loads every referenceTaskIds entry from its task
 // store into the request context, and the agent tells what it was given.
-func librarianWorld(t *testing.T, mutate func(*config.Config)) *harness {
+func librarianWorld(t *testing.T, mutate func(*config.Config)) *proxytest.Harness {
 	t.Helper()
 	peers.EnsureNode(t)
 	up := peers.StartJSAgent(t, "librarian", "")
-	a := sanctionsAgent(up)
+	a := proxytest.SanctionsAgent(up)
 	a.Name, a.PublicURL = "librarian", "self"
-	return newHarness(t, []config.Agent{a}, mutate)
+	return proxytest.New(t, []config.Agent{a}, mutate)
 }
 
 // refSend sends a 1.0 message with the text and references over binding
 // ("jsonrpc" or "rest") and returns the HTTP status, the body, and the text
 // of the task's final status message ("" when the answer is an error).
-func refSend(h *harness, binding, tok, text string, refs []string) (int, []byte, string, string) {
-	h.t.Helper()
+func refSend(h *proxytest.Harness, binding, tok, text string, refs []string) (int, []byte, string, string) {
+	h.T.Helper()
 	msg := map[string]any{"messageId": fmt.Sprintf("m-%d", refCounter.Add(1)), "role": "ROLE_USER",
 		"parts": []any{map[string]any{"text": text}}}
 	if refs != nil {
@@ -43,10 +44,10 @@ func refSend(h *harness, binding, tok, text string, refs []string) (int, []byte,
 		result json.RawMessage
 	)
 	if binding == "rest" {
-		resp, b := h.do("POST", "/message:send", tok, map[string]any{"message": msg}, v10)
+		resp, b := h.Do("POST", "/message:send", tok, map[string]any{"message": msg}, v10)
 		status, body, result = resp.StatusCode, b, b
 	} else {
-		resp, b := h.do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+		resp, b := h.Do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
 			"params": map[string]any{"message": msg}}, v10)
 		var env struct {
 			Result json.RawMessage `json:"result"`
@@ -77,10 +78,10 @@ func refSend(h *harness, binding, tok, text string, refs []string) (int, []byte,
 var refCounter atomic.Int64
 
 // sends counts the SendMessage calls the JS agent has received.
-func sends(t *testing.T, h *harness) int {
+func sends(t *testing.T, h *proxytest.Harness) int {
 	t.Helper()
 	n := 0
-	for _, o := range peers.JSAgentRequests(t, h.cfg.Agents[0].Upstream) {
+	for _, o := range peers.JSAgentRequests(t, h.Cfg.Agents[0].Upstream) {
 		if o.Method == "SendMessage" {
 			n++
 		}
@@ -104,7 +105,7 @@ func sends(t *testing.T, h *harness) int {
 // caller, else the request is answered exactly like one naming a missing task.
 func TestReferencedTasksAcrossTenants(t *testing.T) {
 	h := librarianWorld(t, nil)
-	attacker, victim := h.token(investigator), h.token(retailBot)
+	attacker, victim := h.Token(proxytest.Investigator), h.Token(proxytest.RetailBot)
 	for _, binding := range []string{"jsonrpc", "rest"} {
 		t.Run(binding, func(t *testing.T) {
 			st, body, victimTask, _ := refSend(h, binding, victim, "VICTIM-SECRET retail ledger zebra-quill", nil)
@@ -148,7 +149,7 @@ func TestReferencedTasksAcrossTenants(t *testing.T) {
 				t.Errorf("refused references reached the agent (%d → %d sends)", before, after)
 			}
 			// GetTask on the victim's id says not found too: one answer for one id.
-			resp, got := h.do("GET", "/tasks/"+victimTask, attacker, nil, map[string]string{"A2A-Version": "1.0"})
+			resp, got := h.Do("GET", "/tasks/"+victimTask, attacker, nil, map[string]string{"A2A-Version": "1.0"})
 			if resp.StatusCode != 404 || strings.Contains(string(got), "VICTIM") {
 				t.Errorf("GetTask of the victim's task: %d %s", resp.StatusCode, got)
 			}
@@ -168,13 +169,13 @@ func TestReferencedTasksAcrossTenants(t *testing.T) {
 // be a recorded task of the caller's; nothing of a reference is recorded.
 func TestReferencedTasksMigrationRule(t *testing.T) {
 	h := librarianWorld(t, func(c *config.Config) { c.Lifecycle.UnknownTasks = "allow" })
-	attacker, victim := h.token(investigator), h.token(retailBot)
+	attacker, victim := h.Token(proxytest.Investigator), h.Token(proxytest.RetailBot)
 	_, body, victimTask, _ := refSend(h, "jsonrpc", victim, "VICTIM-SECRET migrated ledger", nil)
 	if victimTask == "" {
 		t.Fatalf("victim's send: %s", body)
 	}
 	// The agent holds a task writ never recorded (as one from before writ).
-	if err := h.store.Delete(context.Background(), task.Ref{Agent: "librarian", ID: victimTask}); err != nil {
+	if err := h.Store.Delete(context.Background(), task.Ref{Agent: "librarian", ID: victimTask}); err != nil {
 		t.Fatal(err)
 	}
 	before := sends(t, h)
@@ -183,7 +184,7 @@ func TestReferencedTasksMigrationRule(t *testing.T) {
 		if strings.Contains(string(body), "VICTIM-SECRET") || !strings.Contains(string(body), "TASK_NOT_FOUND") {
 			t.Fatalf("reference %s under the migration rule: %d %s", ref, st, body)
 		}
-		if _, ok, _ := h.task(ref); ok {
+		if _, ok, _ := h.Task(ref); ok {
 			t.Errorf("the referenced task %s was recorded (claimed)", ref)
 		}
 	}
@@ -214,50 +215,50 @@ func (s *countingStore) Get(ctx context.Context, ref task.Ref) (task.Record, boo
 // is read once whatever it is, and their number is bounded (a message over
 // the bound is refused unread); a store error fails closed.
 func TestReferencedTasksBoundAndCost(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) { c.Limits.MaxReferencedTasks = 3 })
-	cs := &countingStore{Store: h.store}
-	h.px.store = cs
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, func(c *config.Config) { c.Limits.MaxReferencedTasks = 3 })
+	cs := &countingStore{Store: h.Store}
+	h.Core.SetStore(cs)
 	victim := task.Record{Agent: "sanctions-screening-agent", Task: task.Task{ID: "victim-task", State: task.Succeeded,
-		Owner: task.Owner{AgentID: retailBot.agent, Tenant: retailBot.tenant}}}
-	if err := h.store.Create(context.Background(), victim); err != nil {
+		Owner: task.Owner{AgentID: proxytest.RetailBot.Agent, Tenant: proxytest.RetailBot.Tenant}}}
+	if err := h.Store.Create(context.Background(), victim); err != nil {
 		t.Fatal(err)
 	}
-	tok := h.token(investigator)
-	send := func(refs ...string) rpcAnswer {
+	tok := h.Token(proxytest.Investigator)
+	send := func(refs ...string) proxytest.RPCAnswer {
 		t.Helper()
 		params := map[string]any{"message": map[string]any{"messageId": "m", "role": "ROLE_USER", "referenceTaskIds": refs,
 			"parts": []any{map[string]any{"text": "x"}}}}
-		_, a := h.rpc("/", tok, "1.0", "SendMessage", params)
+		_, a := h.RPC("/", tok, "1.0", "SendMessage", params)
 		return a
 	}
-	cost := func(refs ...string) (int64, rpcAnswer) {
+	cost := func(refs ...string) (int64, proxytest.RPCAnswer) {
 		t.Helper()
 		n := cs.gets.Load()
 		a := send(refs...)
 		return cs.gets.Load() - n, a
 	}
-	before := len(up.requests())
+	before := len(up.Requests())
 	foreign, fa := cost("victim-task", "victim-task", "x")
 	unknown, ua := cost("nobody-1", "nobody-1", "x")
 	if foreign != unknown || foreign != 2 {
 		t.Errorf("store reads: foreign %d, unknown %d (want 2 each: one per distinct id)", foreign, unknown)
 	}
 	if fa.Error == nil || ua.Error == nil || fa.Error.Code != -32001 ||
-		strings.Replace(string(fa.raw), "victim-task", "ID", 1) != strings.Replace(string(ua.raw), "nobody-1", "ID", 1) {
-		t.Errorf("foreign %s / unknown %s", fa.raw, ua.raw)
+		strings.Replace(string(fa.Raw), "victim-task", "ID", 1) != strings.Replace(string(ua.Raw), "nobody-1", "ID", 1) {
+		t.Errorf("foreign %s / unknown %s", fa.Raw, ua.Raw)
 	}
 	over, oa := cost("a", "b", "c", "d")
 	if over != 0 || oa.Error == nil || oa.Error.Code != -32602 || !strings.Contains(oa.Error.Message, "at most 3") {
-		t.Errorf("over the bound: %d reads, %s", over, oa.raw)
+		t.Errorf("over the bound: %d reads, %s", over, oa.Raw)
 	}
-	if len(up.requests()) != before {
+	if len(up.Requests()) != before {
 		t.Error("a refused message reached the agent")
 	}
-	fs := &flakyStore{Store: h.store}
-	h.px.store = fs
+	fs := &flakyStore{Store: h.Store}
+	h.Core.SetStore(fs)
 	fs.down.Store(true)
 	if a := send("victim-task"); a.Error == nil || a.Error.Code != -32603 {
-		t.Errorf("store down: %s", a.raw)
+		t.Errorf("store down: %s", a.Raw)
 	}
 }

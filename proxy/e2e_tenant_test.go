@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/peers"
+	"github.com/writ-authz/writ/internal/proxytest"
 )
 
 // TestTenantQueryThroughJSRest: the tenant query parameter, which the JS
@@ -26,12 +27,12 @@ import (
 func TestTenantQueryThroughJSRest(t *testing.T) {
 	peers.EnsureNode(t)
 	up := peers.StartJSAgent(t, "sanctions", "")
-	a := sanctionsAgent(up)
+	a := proxytest.SanctionsAgent(up)
 	a.PublicURL = "self"
-	h := newHarness(t, []config.Agent{a}, nil)
-	tok := h.token(investigator) // tenant wholesale
+	h := proxytest.New(t, []config.Agent{a}, nil)
+	tok := h.Token(proxytest.Investigator) // tenant wholesale
 	v10 := map[string]string{"A2A-Version": "1.0"}
-	resp, body := h.do("POST", "/message:send", tok, map[string]any{"message": map[string]any{
+	resp, body := h.Do("POST", "/message:send", tok, map[string]any{"message": map[string]any{
 		"messageId": "m-t", "role": "ROLE_USER", "parts": []any{map[string]any{"text": "Screen Acme Trading FZE"}}}}, v10)
 	var sent struct {
 		Task struct {
@@ -57,7 +58,7 @@ func TestTenantQueryThroughJSRest(t *testing.T) {
 		{"two history spellings", "GET", "/tasks/" + own + "?historyLength=1&history_length=5", 400, "INVALID_PARAMS"},
 	} {
 		before := seen()
-		resp, body := h.do(c.method, c.path, tok, nil, v10)
+		resp, body := h.Do(c.method, c.path, tok, nil, v10)
 		if resp.StatusCode != c.status || !strings.Contains(string(body), c.code) {
 			t.Errorf("%s: %d %s (want %d %s)", c.name, resp.StatusCode, body, c.status, c.code)
 		}
@@ -72,7 +73,7 @@ func TestTenantQueryThroughJSRest(t *testing.T) {
 	// The caller's own tenant, named in the query, is the tenant decided and
 	// the tenant the agent is handed.
 	before := seen()
-	resp, body = h.do("GET", "/tasks/"+own+"?tenant=wholesale", tok, nil, v10)
+	resp, body = h.Do("GET", "/tasks/"+own+"?tenant=wholesale", tok, nil, v10)
 	if resp.StatusCode != 200 {
 		t.Fatalf("get in the caller's own tenant: %d %s", resp.StatusCode, body)
 	}

@@ -1,69 +1,22 @@
-package proxy
+package proxy_test
 
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
-
-// fakeAgent is a minimal A2A 1.0 JSON-RPC upstream for the sidecar's edge cases
-// (the SDK peers cover the protocol itself in e2e_test.go). It records what
-// reached it.
-type fakeAgent struct {
-	mu   sync.Mutex
-	seen []*http.Request
-	body [][]byte
-	// handle answers; nil answers a completed task.
-	handle func(w http.ResponseWriter, r *http.Request, body []byte)
-	srv    *httptest.Server
-}
-
-func newFakeAgent(t *testing.T, handle func(w http.ResponseWriter, r *http.Request, body []byte)) *fakeAgent {
-	f := &fakeAgent{handle: handle}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		f.mu.Lock()
-		f.seen = append(f.seen, r)
-		f.body = append(f.body, b)
-		f.mu.Unlock()
-		if f.handle != nil {
-			f.handle(w, r, b)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}}`)
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
-}
-
-func (f *fakeAgent) requests() []*http.Request {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]*http.Request(nil), f.seen...)
-}
-
-func sanctionsAgent(upstream string) config.Agent {
-	return config.Agent{Name: "sanctions-screening-agent", Upstream: upstream, Protocol: "a2a",
-		Owner: "group-compliance", Tenants: []string{"wholesale", "retail"}, MaxDataClassification: task.Restricted,
-		SecuritySchemes: []string{"oauth2"}, Skills: []task.Skill{{ID: "screen", Tags: []string{"sanctions"}}}}
-}
-
-var sendParams = map[string]any{"message": map[string]any{"messageId": "m-1", "role": "ROLE_USER",
-	"parts": []any{map[string]any{"text": "Screen Acme Trading FZE"}}}}
 
 // TestForgedCallerHeader: a caller-supplied Writ-Caller is stripped; the upstream
 // sees writ's own, built from the verified token.
@@ -72,14 +25,13 @@ var sendParams = map[string]any{"message": map[string]any{"messageId": "m-1", "r
 // agent. Defence: writ strips it and sets its own from the verified
 // credential.
 func TestForgedCallerHeader(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	status, a := h.rpcWith("/", h.token(investigator), "1.0", "SendMessage", sendParams,
-		map[string]string{"Writ-Caller": `{"agent_id":"root","tenant":"wholesale","chain":[]}`})
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	status, a := h.RPCWith("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams, map[string]string{"Writ-Caller": `{"agent_id":"root","tenant":"wholesale","chain":[]}`})
 	if status != 200 || a.Error != nil {
-		t.Fatalf("%d %s", status, a.raw)
+		t.Fatalf("%d %s", status, a.Raw)
 	}
-	reqs := up.requests()
+	reqs := up.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests reached the agent", len(reqs))
 	}
@@ -95,7 +47,7 @@ func TestForgedCallerHeader(t *testing.T) {
 
 // TestUpstreamFailures: down is 502, too slow is 504, both protocol-shaped.
 func TestUpstreamFailures(t *testing.T) {
-	slow := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	slow := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		select {
 		case <-r.Context().Done():
 		case <-time.After(10 * time.Second):
@@ -104,26 +56,26 @@ func TestUpstreamFailures(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
 	down.Close()
-	h := newHarness(t, []config.Agent{sanctionsAgent(slow.srv.URL), func() config.Agent {
-		a := sanctionsAgent(downURL)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(slow.Srv.URL), func() config.Agent {
+		a := proxytest.SanctionsAgent(downURL)
 		a.Name, a.Route = "down-agent", "/down"
 		return a
 	}()}, nil)
-	tok := h.token(investigator)
-	status, a := h.rpc("/down/", tok, "1.0", "SendMessage", sendParams)
-	if status != 502 || a.Error == nil || a.Error.Code != -32603 || !contains(a.reasons(), "UPSTREAM_UNAVAILABLE") {
-		t.Errorf("down: %d %s", status, a.raw)
+	tok := h.Token(proxytest.Investigator)
+	status, a := h.RPC("/down/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	if status != 502 || a.Error == nil || a.Error.Code != -32603 || !contains(a.Reasons(), "UPSTREAM_UNAVAILABLE") {
+		t.Errorf("down: %d %s", status, a.Raw)
 	}
-	status, a = h.rpc("/", tok, "1.0", "SendMessage", sendParams)
-	if status != 504 || a.Error == nil || !contains(a.reasons(), "UPSTREAM_TIMEOUT") {
-		t.Errorf("slow: %d %s", status, a.raw)
+	status, a = h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	if status != 504 || a.Error == nil || !contains(a.Reasons(), "UPSTREAM_TIMEOUT") {
+		t.Errorf("slow: %d %s", status, a.Raw)
 	}
 }
 
 // TestMalformedStreamLine: a bad line reaches the client as a protocol error
 // event; the store is not changed by it, and the stream goes on.
 func TestMalformedStreamLine(t *testing.T) {
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-9","contextId":"c-9","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
@@ -132,9 +84,9 @@ func TestMalformedStreamLine(t *testing.T) {
 		fl.Flush()
 		fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-9","contextId":"c-9","status":{"state":"TASK_STATE_COMPLETED"}}}}`+"\n\n")
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	resp, body := h.do("POST", "/", h.token(investigator), map[string]any{"jsonrpc": "2.0", "id": 1,
-		"method": "SendStreamingMessage", "params": sendParams}, map[string]string{"A2A-Version": "1.0"})
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	resp, body := h.Do("POST", "/", h.Token(proxytest.Investigator), map[string]any{"jsonrpc": "2.0", "id": 1,
+		"method": "SendStreamingMessage", "params": proxytest.SendParams}, map[string]string{"A2A-Version": "1.0"})
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -142,7 +94,7 @@ func TestMalformedStreamLine(t *testing.T) {
 	if len(events) != 3 || !strings.Contains(events[1], `"code":-32006`) || strings.Contains(string(body), "this is not json") {
 		t.Fatalf("stream = %q", body)
 	}
-	rec, ok, _ := h.task("t-9")
+	rec, ok, _ := h.Task("t-9")
 	if !ok || rec.Task.State != task.Succeeded || rec.Task.Owner.AgentID != "payments-investigator" {
 		t.Fatalf("record = %+v %v", rec, ok)
 	}
@@ -152,7 +104,7 @@ func TestMalformedStreamLine(t *testing.T) {
 // sends the next (no buffering of the whole stream).
 func TestStreamPassesEventByEvent(t *testing.T) {
 	next := make(chan struct{})
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fl := w.(http.Flusher)
 		fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-5","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
@@ -164,11 +116,11 @@ func TestStreamPassesEventByEvent(t *testing.T) {
 		}
 		fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"statusUpdate":{"taskId":"t-5","status":{"state":"TASK_STATE_COMPLETED"}}}}`+"\n\n")
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": sendParams})
-	req, _ := http.NewRequest("POST", h.srv.URL+"/", strings.NewReader(string(raw)))
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": proxytest.SendParams})
+	req, _ := http.NewRequest("POST", h.Srv.URL+"/", strings.NewReader(string(raw)))
 	req.Header.Set("A2A-Version", "1.0")
-	req.Header.Set("Authorization", "Bearer "+h.token(investigator))
+	req.Header.Set("Authorization", "Bearer "+h.Token(proxytest.Investigator))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -190,18 +142,18 @@ func TestStreamPassesEventByEvent(t *testing.T) {
 // cancels the upstream request.
 func TestClientGoneCancelsUpstream(t *testing.T) {
 	cancelled := make(chan struct{})
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-6","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
 		w.(http.Flusher).Flush()
 		<-r.Context().Done()
 		close(cancelled)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": sendParams})
-	req, _ := http.NewRequest("POST", h.srv.URL+"/", strings.NewReader(string(raw)))
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	raw, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage", "params": proxytest.SendParams})
+	req, _ := http.NewRequest("POST", h.Srv.URL+"/", strings.NewReader(string(raw)))
 	req.Header.Set("A2A-Version", "1.0")
-	req.Header.Set("Authorization", "Bearer "+h.token(investigator))
+	req.Header.Set("Authorization", "Bearer "+h.Token(proxytest.Investigator))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -225,34 +177,34 @@ func TestClientGoneCancelsUpstream(t *testing.T) {
 // smuggling (Content-Length with Transfer-Encoding). Defence: refused before
 // anything reaches the agent; a smuggling pair closes the connection.
 func TestBadInputNeverReachesUpstream(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, func(c *config.Config) {
 		c.Limits.MaxBodyBytes = 4096
 	})
-	tok := h.token(investigator)
+	tok := h.Token(proxytest.Investigator)
 	big := map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": map[string]any{"message": map[string]any{
 		"messageId": "m", "role": "ROLE_USER", "parts": []any{map[string]any{"text": strings.Repeat("x", 8000)}}}}}
-	resp, body := h.do("POST", "/", tok, big, map[string]string{"A2A-Version": "1.0"})
+	resp, body := h.Do("POST", "/", tok, big, map[string]string{"A2A-Version": "1.0"})
 	if resp.StatusCode != 413 || !strings.Contains(string(body), "PAYLOAD_TOO_LARGE") {
 		t.Errorf("oversized: %d %s", resp.StatusCode, body)
 	}
 	deep := strings.Repeat(`{"a":`, 50) + "1" + strings.Repeat("}", 50)
-	resp, body = h.do("POST", "/", tok, `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}],"metadata":`+deep+`}}}`,
+	resp, body = h.Do("POST", "/", tok, `{"jsonrpc":"2.0","id":2,"method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"text":"x"}],"metadata":`+deep+`}}}`,
 		map[string]string{"A2A-Version": "1.0"})
 	if !strings.Contains(string(body), "JSON_TOO_DEEP") || !strings.Contains(string(body), `"id":2`) {
 		t.Errorf("depth bomb: %d %s", resp.StatusCode, body)
 	}
-	status, a := h.rpc("/", tok, "9.9", "SendMessage", sendParams)
+	status, a := h.RPC("/", tok, "9.9", "SendMessage", proxytest.SendParams)
 	if a.Error == nil || a.Error.Code != -32009 {
-		t.Errorf("forged version: %d %s", status, a.raw)
+		t.Errorf("forged version: %d %s", status, a.Raw)
 	}
-	status, a = h.rpc("/", tok, "1.0", "message/send", sendParams)
+	status, a = h.RPC("/", tok, "1.0", "message/send", proxytest.SendParams)
 	if a.Error == nil || a.Error.Code != -32009 {
-		t.Errorf("version/method mismatch: %d %s", status, a.raw)
+		t.Errorf("version/method mismatch: %d %s", status, a.Raw)
 	}
 	// Both Content-Length and Transfer-Encoding: refused by the server, never
 	// forwarded (writ re-frames every forwarded body anyway).
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.Srv.URL, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -263,34 +215,8 @@ func TestBadInputNeverReachesUpstream(t *testing.T) {
 	if !strings.Contains(string(answer), "INVALID_REQUEST") || strings.Count(string(answer), "HTTP/1.1 ") != 1 {
 		t.Errorf("smuggling attempt answered %q", answer)
 	}
-	if n := len(up.requests()); n != 0 {
+	if n := len(up.Requests()); n != 0 {
 		t.Fatalf("%d bad requests reached the agent", n)
-	}
-}
-
-// TestSlowLoris: a client that never finishes its headers is cut off.
-//
-// Threat: slow-loris clients exhaust connections. Defence: a header read
-// timeout.
-func TestSlowLoris(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {
-		c.Limits.ReadHeaderTimeout = 200 * time.Millisecond
-	})
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprint(conn, "POST / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	buf := make([]byte, 512)
-	_, err = conn.Read(buf) // the server closes (or answers 408) once the header timeout passes
-	if err == nil && !strings.Contains(string(buf), "408") {
-		t.Fatalf("slow headers answered %q", buf)
-	}
-	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
-		t.Fatal("the server kept a slow-loris connection open")
 	}
 }
 
@@ -301,22 +227,4 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
-}
-
-// rpcWith is rpc with extra headers.
-func (h *harness) rpcWith(path, token, version, method string, params any, hdr map[string]string) (int, rpcAnswer) {
-	h.t.Helper()
-	if hdr == nil {
-		hdr = map[string]string{}
-	}
-	if version != "" {
-		hdr["A2A-Version"] = version
-	}
-	resp, body := h.do("POST", path, token, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, hdr)
-	var a rpcAnswer
-	if err := json.Unmarshal(body, &a); err != nil {
-		h.t.Fatalf("%s: not JSON-RPC: %s", method, body)
-	}
-	a.raw = body
-	return resp.StatusCode, a
 }

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -46,7 +47,7 @@ func (r *recordingSink) Pushed(e events.Push) {
 // with the ids that tie them together.
 func TestEvents(t *testing.T) {
 	n := 0
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		n++
 		state := "TASK_STATE_WORKING"
 		if n > 1 {
@@ -56,12 +57,12 @@ func TestEvents(t *testing.T) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-h","contextId":"c-h","status":{"state":%q},"artifacts":[{"artifactId":"a","name":"report","parts":[{"text":"x"}]}]}}}`, state)
 	})
 	rec := &recordingSink{}
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	h.bus.Subscribe(rec)
-	tok := h.token(investigator)
-	h.rpc("/", tok, "1.0", "SendMessage", sendParams)
-	h.rpc("/", tok, "1.0", "GetTask", map[string]any{"id": "t-h"})
-	h.rpc("/", "", "1.0", "SendMessage", sendParams)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	h.Bus.Subscribe(rec)
+	tok := h.Token(proxytest.Investigator)
+	h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	h.RPC("/", tok, "1.0", "GetTask", map[string]any{"id": "t-h"})
+	h.RPC("/", "", "1.0", "SendMessage", proxytest.SendParams)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.decisions) != 3 || !rec.decisions[0].Allow || rec.decisions[2].Allow ||
@@ -98,22 +99,22 @@ func TestEvents(t *testing.T) {
 // TestDecisionCarriesChainID: the chain id of a delegation (the token's txn
 // claim) reaches the decision event, so every hop's decision log names it.
 func TestDecisionCarriesChainID(t *testing.T) {
-	up := newFakeAgent(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-c","contextId":"c-c","status":{"state":"TASK_STATE_WORKING"}}}}`)
 	})
 	rec := &recordingSink{}
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	h.bus.Subscribe(rec)
-	claims := h.idp.Claims(devidp.Caller{Agent: investigator.agent, User: investigator.user, Tenant: investigator.tenant,
-		Classification: investigator.class, Scope: investigator.scopes, Chain: investigator.chain})
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	h.Bus.Subscribe(rec)
+	claims := h.IdP.Claims(devidp.Caller{Agent: proxytest.Investigator.Agent, User: proxytest.Investigator.User, Tenant: proxytest.Investigator.Tenant,
+		Classification: proxytest.Investigator.Class, Scope: proxytest.Investigator.Scopes, Chain: proxytest.Investigator.Chain})
 	claims["txn"] = "q3Zr8sXyT1m0cV2bNf7LkA"
-	tok, err := h.idp.Sign(claims)
+	tok, err := h.IdP.Sign(claims)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.rpc("/", tok, "1.0", "SendMessage", sendParams)
-	h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams)
+	h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams)
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	if len(rec.decisions) != 2 || rec.decisions[0].ChainID != "q3Zr8sXyT1m0cV2bNf7LkA" || rec.decisions[1].ChainID != "" ||

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/leakcheck"
+	"github.com/writ-authz/writ/internal/proxytest"
 )
 
 // Fault tests of the upstream (docs/soak-and-faults.md): an agent killed in the middle
@@ -146,25 +147,25 @@ func (f *faultyAgent) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // faultWorld is the sidecar in front of the faulty agent (route /) and a
 // healthy one (route /ok).
 type faultWorld struct {
-	*harness
+	*proxytest.Harness
 	bad   *faultyAgent
 	token string
 }
 
 func newFaultWorld(t *testing.T, mutate func(*config.Config)) *faultWorld {
 	bad := newFaultyAgent(t)
-	good := newFakeAgent(t, nil)
-	healthy := sanctionsAgent(good.srv.URL)
+	good := proxytest.NewFakeAgent(t, nil)
+	healthy := proxytest.SanctionsAgent(good.Srv.URL)
 	healthy.Name, healthy.Route = "healthy-agent", "/ok"
-	h := newHarness(t, []config.Agent{sanctionsAgent(bad.url()), healthy}, mutate)
-	return &faultWorld{harness: h, bad: bad, token: h.token(investigator)}
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(bad.url()), healthy}, mutate)
+	return &faultWorld{Harness: h, bad: bad, token: h.Token(proxytest.Investigator)}
 }
 
 // call sends one 1.0 JSON-RPC request without touching t (safe off the test
 // goroutine) and returns the status and the body.
 func (w *faultWorld) call(ctx context.Context, path, method string) (int, []byte, error) {
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": sendParams})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.srv.URL+path, bytes.NewReader(b))
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": proxytest.SendParams})
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.Srv.URL+path, bytes.NewReader(b))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -309,9 +310,9 @@ func TestFaultUpstreamKilledMidStream(t *testing.T) {
 		}
 	}
 	// While it is down: 502, protocol-shaped.
-	status, ans := w.rpc("/", w.token, "1.0", "SendMessage", sendParams)
-	if status != 502 || ans.Error == nil || ans.Error.Code != -32603 || !contains(ans.reasons(), "UPSTREAM_UNAVAILABLE") {
-		t.Errorf("a send while the agent is down: %d %s", status, ans.raw)
+	status, ans := w.RPC("/", w.token, "1.0", "SendMessage", proxytest.SendParams)
+	if status != 502 || ans.Error == nil || ans.Error.Code != -32603 || !contains(ans.Reasons(), "UPSTREAM_UNAVAILABLE") {
+		t.Errorf("a send while the agent is down: %d %s", status, ans.Raw)
 	}
 	w.bad.revive()
 	w.recovered(t)
@@ -356,11 +357,11 @@ func TestFaultUpstreamSlow(t *testing.T) {
 func TestFaultUpstreamGarbage(t *testing.T) {
 	w := newFaultWorld(t, nil)
 	var invalid atomic.Int64
-	w.bus.Subscribe(invalidCounter{&invalid})
+	w.Bus.Subscribe(invalidCounter{&invalid})
 	before := w.baseline(t)
 	stop := w.steady(t)
 	time.Sleep(50 * time.Millisecond) // the healthy agent's one task ("t-1") is recorded
-	held, err := w.store.Stats(t.Context())
+	held, err := w.Store.Stats(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -380,7 +381,7 @@ func TestFaultUpstreamGarbage(t *testing.T) {
 	if n := invalid.Load(); n != 8 {
 		t.Errorf("%d answers counted invalid, want 8", n)
 	}
-	if now, err := w.store.Stats(t.Context()); err != nil || now.Tasks != held.Tasks {
+	if now, err := w.Store.Stats(t.Context()); err != nil || now.Tasks != held.Tasks {
 		t.Errorf("garbage answers changed the store: %d tasks before, %d after (%v)", held.Tasks, now.Tasks, err)
 	}
 	w.recovered(t)

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -16,7 +17,7 @@ import (
 // keeps completed in the store, and the violation is counted.
 func TestIllegalTransitionKeepsState(t *testing.T) {
 	calls := 0
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		calls++
 		state := "TASK_STATE_COMPLETED"
 		if calls > 1 {
@@ -25,22 +26,22 @@ func TestIllegalTransitionKeepsState(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"id":"t-7","contextId":"c","status":{"state":%q}}}`, state)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	tok := h.token(investigator)
-	h.rpc("/", tok, "1.0", "SendMessage", sendParams)
-	if _, a := h.rpc("/", tok, "1.0", "GetTask", map[string]any{"id": "t-7"}); a.Error != nil {
-		t.Fatalf("get: %s", a.raw)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	tok := h.Token(proxytest.Investigator)
+	h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	if _, a := h.RPC("/", tok, "1.0", "GetTask", map[string]any{"id": "t-7"}); a.Error != nil {
+		t.Fatalf("get: %s", a.Raw)
 	}
-	rec, ok, _ := h.task("t-7")
-	if !ok || rec.Task.State != task.Succeeded || rec.Violations != 1 || h.px.Stats().Violations.Load() != 1 {
-		t.Fatalf("record %+v ok=%v violations=%d", rec, ok, h.px.Stats().Violations.Load())
+	rec, ok, _ := h.Task("t-7")
+	if !ok || rec.Task.State != task.Succeeded || rec.Violations != 1 || h.Core.Stats().Violations.Load() != 1 {
+		t.Fatalf("record %+v ok=%v violations=%d", rec, ok, h.Core.Stats().Violations.Load())
 	}
 }
 
 // TestStreamIdleTimeout: a stream silent for longer than the idle timeout is
 // closed by writ.
 func TestStreamIdleTimeout(t *testing.T) {
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "text/event-stream")
 		fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-8","contextId":"c","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
 		w.(http.Flusher).Flush()
@@ -49,10 +50,10 @@ func TestStreamIdleTimeout(t *testing.T) {
 		case <-time.After(10 * time.Second):
 		}
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) { c.Limits.StreamIdleTimeout = 300 * time.Millisecond })
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, func(c *config.Config) { c.Limits.StreamIdleTimeout = 300 * time.Millisecond })
 	start := time.Now()
-	resp, body := h.do("POST", "/", h.token(investigator), map[string]any{"jsonrpc": "2.0", "id": 1,
-		"method": "SendStreamingMessage", "params": sendParams}, map[string]string{"A2A-Version": "1.0"})
+	resp, body := h.Do("POST", "/", h.Token(proxytest.Investigator), map[string]any{"jsonrpc": "2.0", "id": 1,
+		"method": "SendStreamingMessage", "params": proxytest.SendParams}, map[string]string{"A2A-Version": "1.0"})
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "t-8") {
 		t.Fatalf("%d %s", resp.StatusCode, body)
 	}
@@ -65,11 +66,11 @@ func TestStreamIdleTimeout(t *testing.T) {
 // what the caller may discover; the old agent.json path serves the card too.
 func TestACPDirectoryAndLegacyCard(t *testing.T) {
 	w := newSeedWorld(t)
-	resp, body := w.do("GET", "/.well-known/agent.json", w.token(investigator), nil, nil)
+	resp, body := w.Do("GET", "/.well-known/agent.json", w.Token(proxytest.Investigator), nil, nil)
 	if resp.StatusCode != 200 || !strings.Contains(string(body), "sanctions-screening-agent") {
 		t.Fatalf("legacy card: %d %s", resp.StatusCode, body)
 	}
-	resp, body = w.do("GET", "/agents", w.token(investigator), nil, nil)
+	resp, body = w.Do("GET", "/agents", w.Token(proxytest.Investigator), nil, nil)
 	var list struct {
 		Agents []struct {
 			Name string `json:"name"`

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 )
 
 // TestListShowsOwnTasksOnly: an agent that lists every task it has does not
@@ -17,7 +18,7 @@ import (
 // list answers to the caller's own tasks.
 func TestListShowsOwnTasksOnly(t *testing.T) {
 	n := 0
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		if strings.Contains(string(body), `"ListTasks"`) {
 			fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"tasks":[`+
@@ -30,12 +31,12 @@ func TestListShowsOwnTasksOnly(t *testing.T) {
 		id := map[int]string{1: "t-inv", 2: "t-retail"}[n]
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":%q,"contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}}}`, id)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	inv, retail := h.token(investigator), h.token(retailBot)
-	h.rpc("/", inv, "1.0", "SendMessage", sendParams)
-	h.rpc("/", retail, "1.0", "SendMessage", sendParams)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	inv, retail := h.Token(proxytest.Investigator), h.Token(proxytest.RetailBot)
+	h.RPC("/", inv, "1.0", "SendMessage", proxytest.SendParams)
+	h.RPC("/", retail, "1.0", "SendMessage", proxytest.SendParams)
 	ids := func(tok string) ([]string, float64) {
-		_, a := h.rpc("/", tok, "1.0", "ListTasks", map[string]any{})
+		_, a := h.RPC("/", tok, "1.0", "ListTasks", map[string]any{})
 		var r struct {
 			Tasks []struct {
 				ID string `json:"id"`
@@ -43,7 +44,7 @@ func TestListShowsOwnTasksOnly(t *testing.T) {
 			TotalSize float64 `json:"totalSize"`
 		}
 		if err := json.Unmarshal(a.Result, &r); err != nil {
-			t.Fatalf("list: %s", a.raw)
+			t.Fatalf("list: %s", a.Raw)
 		}
 		var out []string
 		for _, t := range r.Tasks {
@@ -65,15 +66,15 @@ func TestListShowsOwnTasksOnly(t *testing.T) {
 // caller claims every task writ has not seen yet (and its real owner is then
 // refused as NOT_TASK_OWNER).
 func TestListDoesNotClaimTasks(t *testing.T) {
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"tasks":[{"id":"t-migrated","contextId":"c-9","status":{"state":"TASK_STATE_WORKING"}}]}}`)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) { c.Lifecycle.UnknownTasks = "allow" })
-	if _, a := h.rpc("/", h.token(retailBot), "1.0", "ListTasks", map[string]any{}); a.Error != nil {
-		t.Fatalf("list: %s", a.raw)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, func(c *config.Config) { c.Lifecycle.UnknownTasks = "allow" })
+	if _, a := h.RPC("/", h.Token(proxytest.RetailBot), "1.0", "ListTasks", map[string]any{}); a.Error != nil {
+		t.Fatalf("list: %s", a.Raw)
 	}
-	if rec, ok, _ := h.task("t-migrated"); ok {
+	if rec, ok, _ := h.Task("t-migrated"); ok {
 		t.Fatalf("a list recorded t-migrated as owned by %+v", rec.Task.Owner)
 	}
 }
@@ -94,19 +95,19 @@ func TestUnreadableListIsRefused(t *testing.T) {
 			`{"id":"t-retail","contextId":"c","status":{"state":"TASK_STATE_COMPLETED"}}]}}`,
 	} {
 		t.Run(name, func(t *testing.T) {
-			up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+			up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 				w.Header().Set("Content-Type", "application/json")
 				fmt.Fprint(w, list)
 			})
-			h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-			_, a := h.rpc("/", h.token(investigator), "1.0", "ListTasks", map[string]any{})
-			if strings.Contains(string(a.raw), "t-retail") {
-				t.Fatalf("an unreadable listing reached the caller: %s", a.raw)
+			h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+			_, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "ListTasks", map[string]any{})
+			if strings.Contains(string(a.Raw), "t-retail") {
+				t.Fatalf("an unreadable listing reached the caller: %s", a.Raw)
 			}
 			// A listing writ could read (the first of duplicate keys) is
 			// re-encoded from what it read; one it could not is refused.
-			if name == "unknown state" && (a.Error == nil || !strings.Contains(string(a.raw), "INVALID_AGENT_RESPONSE")) {
-				t.Fatalf("not refused: %s", a.raw)
+			if name == "unknown state" && (a.Error == nil || !strings.Contains(string(a.Raw), "INVALID_AGENT_RESPONSE")) {
+				t.Fatalf("not refused: %s", a.Raw)
 			}
 		})
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"mime"
 	"net/http"
 	"net/url"
@@ -22,11 +21,16 @@ import (
 const MaxAnswerBytes = 32 << 20
 
 // Plan is how an admitted request goes to the agent, and how the agent's
-// answers come back through the core: every front door that forwards (the
-// sidecar, ext_proc) sends what the Plan says and hands the answers to Answer
-// or Relay, which record them in the lifecycle store, notify push callbacks,
-// follow tasks that outlive their request, and filter listings. A Plan serves
-// one request and is not safe for concurrent use.
+// answers come back through the core. It is the one executor of a Forward
+// outcome: a door that sends the request itself (the sidecar) hands the plan
+// to Forward; a door whose platform sends it (ext_proc) applies Header, Drop
+// and Body, and feeds the answer through Reads, then Answer (a whole answer)
+// or Stream and Chunks (SSE). Either way the answers are recorded in the
+// lifecycle store, push callbacks notified, tasks that outlive their request
+// followed (Deps.Follow), listings filtered. A Plan serves one request and is
+// not safe for concurrent use, but for what reads only what Admit decided
+// (DecisionID, Agent, Owner, FollowSpec, Subscribe, Polls, Poll), which a
+// follower calls from its own goroutine for as long as it follows.
 type Plan struct {
 	core *Core
 	x    *exchange
@@ -119,7 +123,7 @@ func (c *Core) forward(x *exchange) Outcome {
 }
 
 // streams reports whether the operation answers with a stream.
-func streams(op task.Operation) bool { return op == task.OpStream || op == task.OpSubscribe }
+func streams(op task.Operation) bool { return op.Streams() }
 
 func joinPath(base, rest string) string {
 	if base == "" || base == "/" {
@@ -131,6 +135,16 @@ func joinPath(base, rest string) string {
 // InvalidAnswers counts the agent's answers (or stream events) that were not
 // valid for their protocol, or too large.
 func (p *Plan) InvalidAnswers() int { return p.invalid }
+
+// DecisionID is the id of the decision that let the request through, which
+// every answer the caller gets carries (Writ-Decision-Id).
+func (p *Plan) DecisionID() string { return p.x.dec.ID }
+
+// Agent is the protected agent the request goes to (agents[].name).
+func (p *Plan) Agent() string { return p.x.rt.agent.Name }
+
+// Owner is the caller as the owner of the tasks its request creates.
+func (p *Plan) Owner() task.Owner { return ownerOf(p.x) }
 
 // Fail renders an upstream failure (the agent unreachable, too slow, broken)
 // in the request's protocol shape, with writ's decision id.
@@ -187,7 +201,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		out := p.Fail(p.failure()) // logged and counted where it failed
 		return nil, &out
 	}
-	c.maybeFollow(p, events)
+	c.follow(p, events)
 	switch {
 	case x.req.Operation == task.OpList:
 		body = c.ownTasksOnly(ctx, x, body)
@@ -219,8 +233,8 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 func RewritesAnswer(op task.Operation) bool { return op == task.OpList || op == task.OpExtendedCard }
 
 // Reads says how the agent's answer, by its headers, is read: as an SSE
-// stream (Relay) or whole (Answer). refused is set (and the answer counted
-// invalid) when it may be read neither way, and then replaces it:
+// stream (Stream, Chunks) or whole (Answer). refused is set (and the answer
+// counted invalid) when it may be read neither way, and then replaces it:
 //   - an answer writ reads in a content coding (gzip, br, ...): writ reads
 //     the identity coding only (and drops the caller's Accept-Encoding, see
 //     Drop), so a coded stream would pass unobserved and a coded listing
@@ -275,74 +289,6 @@ func coded(h http.Header) bool {
 	return false
 }
 
-// isEventStream reports whether a content type is SSE's.
-func isEventStream(ct string) bool {
-	mt, _, err := mime.ParseMediaType(ct)
-	return err == nil && mt == "text/event-stream"
-}
-
-// Relay passes an upstream SSE answer on event by event, observing each.
-type Relay struct {
-	p      *Plan
-	ctx    context.Context
-	reader wire.EventReader
-	done   bool
-}
-
-// Relay reads the agent's stream from body. A stream that is not a protocol
-// writ reads (no Answers role) is passed on in whole blocks, unobserved.
-func (p *Plan) Relay(ctx context.Context, body io.Reader) *Relay {
-	r := &Relay{p: p, ctx: ctx}
-	if ans, ok := p.x.edge.(adapters.Answers); ok {
-		r.reader = ans.NewStreamReader(&p.x.req, body, p.core.cfg.Limits.MaxEventBytes)
-	} else {
-		r.reader = rawEvents{wire.NewSSEReader(body, p.core.cfg.Limits.MaxEventBytes)}
-	}
-	return r
-}
-
-// rawEvents yields SSE blocks with no lifecycle events.
-type rawEvents struct{ r *wire.SSEReader }
-
-func (e rawEvents) Next() (wire.SSEEvent, []task.Event, error) {
-	ev, err := e.r.Next()
-	return ev, nil, err
-}
-
-// Next returns the bytes to pass on for the next event of the stream. A block
-// that is not a valid event is replaced by the protocol's error event (and the
-// store is left unchanged by it). At the end of the stream it returns io.EOF;
-// when the stream breaks off it returns the error event to send with the read
-// error (nil bytes when the caller's own context ended). An event that revealed
-// a task the store could not record ends the stream with an error event.
-func (r *Relay) Next() ([]byte, error) {
-	if r.done {
-		return nil, io.EOF
-	}
-	p := r.p
-	ev, evs, err := r.reader.Next()
-	if err != nil && len(ev.Raw) == 0 {
-		r.done = true
-		if errors.Is(err, io.EOF) || r.ctx.Err() != nil {
-			return nil, err
-		}
-		return p.StreamFault(task.NewFault(task.KindUpstreamUnavailable, "the agent's stream broke off")), err
-	}
-	if err != nil {
-		p.invalid++
-		p.core.log.Warn("the agent sent an invalid stream event; replaced by an error event",
-			"agent", p.x.rt.agent.Name, "error", err)
-		return p.StreamFault(task.NewFault(task.KindUpstreamInvalid, "the agent sent an invalid event")), nil
-	}
-	p.core.observe(context.WithoutCancel(r.ctx), p, evs)
-	p.sync(context.WithoutCancel(r.ctx))
-	if p.failed != nil {
-		r.done = true
-		return p.StreamFault(p.failure()), p.failed // logged and counted where it failed
-	}
-	return ev.Raw, nil
-}
-
 // failure is the caller's answer when p.failed is set: not found for a task
 // the store refused to let this request claim (ErrRetired), else the store
 // was unavailable.
@@ -351,12 +297,4 @@ func (p *Plan) failure() *task.Fault {
 		return notFound(p.x.req.TaskID)
 	}
 	return unavailable()
-}
-
-// StreamFault renders a fault as one event of the request's stream.
-func (p *Plan) StreamFault(f *task.Fault) []byte {
-	if ans, ok := p.x.edge.(adapters.Answers); ok {
-		return ans.RenderStreamFault(&p.x.req, f)
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 	"github.com/writ-authz/writ/task/filestore"
 )
@@ -55,7 +56,7 @@ func benchProbe(b *testing.B, prefix string) {
 	h.Set("Content-Type", "application/json")
 	i := 0
 	for b.Loop() {
-		out := c.Admit(context.Background(), Incoming{Method: http.MethodPost, Path: "/", Host: "writ.test",
+		out := c.Admit(context.Background(), proxy.Incoming{Method: http.MethodPost, Path: "/", Host: "writ.test",
 			RemoteAddr: "127.0.0.1:5555", Query: url.Values{}, Header: h, Body: bodies[i%tasks]})
 		if out.Fault == nil || out.Fault.Kind != task.KindTaskNotFound {
 			b.Fatalf("outcome %v: %s", out.Kind, out.Answer.Body)

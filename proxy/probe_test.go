@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -68,18 +69,18 @@ func (s *opCountingStore) Tombstone(ctx context.Context, ref task.Ref) (task.Own
 // BenchmarkProbeForeign against BenchmarkProbeUnknown.)
 func TestSecurityProbeSameWork(t *testing.T) {
 	up := rememberingAgent(t)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	cs := &opCountingStore{Store: h.store}
-	h.px.store = cs
-	inv := h.token(investigator)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	cs := &opCountingStore{Store: h.Store}
+	h.Core.SetStore(cs)
+	inv := h.Token(proxytest.Investigator)
 	for range 3 {
-		if _, a := h.rpc("/", inv, "1.0", "SendMessage", sendParams); a.Error != nil {
-			t.Fatal(string(a.raw))
+		if _, a := h.RPC("/", inv, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+			t.Fatal(string(a.Raw))
 		}
 	}
 	rec := &recordingSink{}
-	h.bus.Subscribe(rec)
-	retail := h.token(retailBot)
+	h.Bus.Subscribe(rec)
+	retail := h.Token(proxytest.RetailBot)
 	type work struct {
 		ops     []string
 		records int
@@ -90,7 +91,7 @@ func TestSecurityProbeSameWork(t *testing.T) {
 	}
 	probe := func(id string) work {
 		cs.take()
-		_, a := h.rpc("/", retail, "1.0", "GetTask", map[string]any{"id": id})
+		_, a := h.RPC("/", retail, "1.0", "GetTask", map[string]any{"id": id})
 		ops, n := cs.take()
 		rec.mu.Lock()
 		d := rec.decisions[len(rec.decisions)-1]
@@ -100,7 +101,7 @@ func TestSecurityProbeSameWork(t *testing.T) {
 			codes = append(codes, den.Code)
 		}
 		return work{ops: ops, records: n, allow: d.Allow, hit: d.CacheHit, codes: codes,
-			answer: strings.ReplaceAll(string(a.raw), id, "ID")}
+			answer: strings.ReplaceAll(string(a.Raw), id, "ID")}
 	}
 	for i := 1; i <= 3; i++ {
 		foreign, unknown := fmt.Sprintf("t-%d", i), fmt.Sprintf("t-%d", 100+i)

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/push"
 )
 
@@ -21,10 +23,10 @@ func (nopNotifier) Enqueue(push.Notification) error { return nil }
 // missing record (a panic: in the gRPC ext_authz server, nothing recovers it and
 // the process dies).
 func TestPushOpsOnUnknownTaskAllowed(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarnessWith(t, []config.Agent{sanctionsAgent(up.srv.URL)},
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.NewWith(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)},
 		func(c *config.Config) { c.Lifecycle.UnknownTasks = "allow" }, nopNotifier{})
-	tok := h.token(investigator)
+	tok := h.Token(proxytest.Investigator)
 	for _, rpc := range []struct {
 		method string
 		params map[string]any
@@ -38,18 +40,18 @@ func TestPushOpsOnUnknownTaskAllowed(t *testing.T) {
 			hdr.Set("Authorization", "Bearer "+tok)
 			hdr.Set("A2A-Version", "1.0")
 			hdr.Set("Content-Type", "application/json")
-			var v Outcome
+			var v proxy.Outcome
 			func() {
 				defer func() {
 					if r := recover(); r != nil {
 						t.Fatalf("Admit panicked: %v", r)
 					}
 				}()
-				v = h.px.Admit(t.Context(), Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
+				v = h.Core.Admit(t.Context(), proxy.Incoming{Method: "POST", Path: "/", Host: "writ.test", RemoteAddr: "127.0.0.1:1",
 					Header: hdr, Body: body, Query: url.Values{}})
 			}()
-			var a rpcAnswer
-			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Kind != Refuse || a.Error == nil || a.Error.Code != -32001 {
+			var a proxytest.RPCAnswer
+			if err := json.Unmarshal(v.Answer.Body, &a); err != nil || v.Kind != proxy.Refuse || a.Error == nil || a.Error.Code != -32001 {
 				t.Fatalf("%s %d %s", v.Kind, v.Answer.Status, v.Answer.Body)
 			}
 		})

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"net/http/httptest"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/task"
 )
@@ -25,14 +26,14 @@ func TestReady(t *testing.T) {
 	downURL := down.URL
 	down.Close()
 	kyc := config.Agent{Name: "kyc", Route: "/kyc", Upstream: acpAgent.URL, Protocol: "acp", MaxDataClassification: task.Internal, SecuritySchemes: []string{"oauth2"}}
-	h := newHarness(t, []config.Agent{sanctionsAgent(a2aAgent.URL), kyc}, nil)
-	if err := h.px.Ready(t.Context()); err != nil {
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(a2aAgent.URL), kyc}, nil)
+	if err := h.Core.Ready(t.Context()); err != nil {
 		t.Fatalf("both agents answer: %v", err)
 	}
-	gone := sanctionsAgent(downURL)
+	gone := proxytest.SanctionsAgent(downURL)
 	gone.Name, gone.Route = "gone", "/gone"
-	h = newHarness(t, []config.Agent{sanctionsAgent(a2aAgent.URL), gone}, nil)
-	if err := h.px.Ready(t.Context()); err == nil || !strings.Contains(err.Error(), "gone") {
+	h = proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(a2aAgent.URL), gone}, nil)
+	if err := h.Core.Ready(t.Context()); err == nil || !strings.Contains(err.Error(), "gone") {
 		t.Fatalf("a down agent: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -17,9 +18,9 @@ import (
 // (or continues) a working task, in the context the message names, else a new
 // one; a get answers the task, finished, with its result, as a real agent
 // would for whoever asks.
-func rememberingAgent(t *testing.T) *fakeAgent {
+func rememberingAgent(t *testing.T) *proxytest.FakeAgent {
 	var n atomic.Int32
-	return newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	return proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		var req struct {
 			Method string `json:"method"`
 			Params struct {
@@ -49,8 +50,8 @@ func rememberingAgent(t *testing.T) *fakeAgent {
 }
 
 var (
-	floodA = caller{agent: "retail-bot", user: "u-7", tenant: "retail", class: "internal", scopes: "delegate"}
-	floodB = caller{agent: "retail-bot-2", user: "u-8", tenant: "retail", class: "internal", scopes: "delegate"}
+	floodA = proxytest.Caller{Agent: "retail-bot", User: "u-7", Tenant: "retail", Class: "internal", Scopes: "delegate"}
+	floodB = proxytest.Caller{Agent: "retail-bot-2", User: "u-8", Tenant: "retail", Class: "internal", Scopes: "delegate"}
 )
 
 // TestSecurityRetiredTaskRollover — Threat: with lifecycle.unknown_tasks:
@@ -64,52 +65,52 @@ var (
 // claim itself (ClaimTask) is refused in the same step as it would record.
 func TestSecurityRetiredTaskRollover(t *testing.T) {
 	up := rememberingAgent(t)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, func(c *config.Config) {
 		c.Lifecycle.UnknownTasks = "allow"
 	})
-	h.store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 3, MaxPerOwner: 100, MaxTombstones: 8})
-	h.px.store = h.store
-	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatal(string(a.raw))
+	h.Store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 3, MaxPerOwner: 100, MaxTombstones: 8})
+	h.Core.SetStore(h.Store)
+	if _, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatal(string(a.Raw))
 	}
-	tokA, tokB := h.token(floodA), h.token(floodB)
+	tokA, tokB := h.Token(floodA), h.Token(floodB)
 	for i := range 40 {
 		tok := tokA
 		if i%2 == 1 {
 			tok = tokB
 		}
-		if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
-			t.Fatal(string(a.raw))
+		if _, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+			t.Fatal(string(a.Raw))
 		}
 	}
 	victim := task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"}
-	if _, ok, _ := h.store.Get(t.Context(), victim); ok {
+	if _, ok, _ := h.Store.Get(t.Context(), victim); ok {
 		t.Fatal("the flood did not evict t-1; the test proves nothing")
 	}
-	if _, ok, _ := h.store.Tombstone(t.Context(), victim); ok {
+	if _, ok, _ := h.Store.Tombstone(t.Context(), victim); ok {
 		t.Fatal("t-1's tombstone is still there; the test proves nothing")
 	}
-	before := len(up.requests())
-	status, a := h.rpc("/", tokA, "1.0", "GetTask", map[string]any{"id": "t-1"})
-	if a.Error == nil || a.Error.Code != -32001 || strings.Contains(string(a.raw), "OFAC") {
-		t.Fatalf("the attacker's follow-up of the victim's task: %d %s", status, a.raw)
+	before := len(up.Requests())
+	status, a := h.RPC("/", tokA, "1.0", "GetTask", map[string]any{"id": "t-1"})
+	if a.Error == nil || a.Error.Code != -32001 || strings.Contains(string(a.Raw), "OFAC") {
+		t.Fatalf("the attacker's follow-up of the victim's task: %d %s", status, a.Raw)
 	}
-	if len(up.requests()) != before {
+	if len(up.Requests()) != before {
 		t.Error("the follow-up reached the agent")
 	}
-	if rec, ok, _ := h.store.Get(t.Context(), victim); ok {
+	if rec, ok, _ := h.Store.Get(t.Context(), victim); ok {
 		t.Errorf("the attacker now owns t-1: %+v", rec.Task.Owner)
 	}
 	// Answered exactly like another caller's task, but for the id (t-41 is
 	// the flood's last, floodB's).
-	_, foreign := h.rpc("/", tokA, "1.0", "GetTask", map[string]any{"id": "t-41"})
-	if strings.ReplaceAll(string(a.raw), "t-1", "ID") != strings.ReplaceAll(string(foreign.raw), "t-41", "ID") {
-		t.Errorf("retired %s / foreign %s", a.raw, foreign.raw)
+	_, foreign := h.RPC("/", tokA, "1.0", "GetTask", map[string]any{"id": "t-41"})
+	if strings.ReplaceAll(string(a.Raw), "t-1", "ID") != strings.ReplaceAll(string(foreign.Raw), "t-41", "ID") {
+		t.Errorf("retired %s / foreign %s", a.Raw, foreign.Raw)
 	}
 	// The claim is checked where it is recorded, too: a retired id is not
 	// claimed even when the lookup was passed.
-	err := h.store.ClaimTask(t.Context(), task.Record{Agent: victim.Agent,
-		Task: task.Task{ID: victim.ID, State: task.Running, Owner: task.Owner{AgentID: floodA.agent, Tenant: floodA.tenant}}})
+	err := h.Store.ClaimTask(t.Context(), task.Record{Agent: victim.Agent,
+		Task: task.Task{ID: victim.ID, State: task.Running, Owner: task.Owner{AgentID: floodA.Agent, Tenant: floodA.Tenant}}})
 	if !errors.Is(err, task.ErrRetired) {
 		t.Errorf("ClaimTask(t-1) = %v, want ErrRetired", err)
 	}
@@ -125,21 +126,21 @@ func TestSecurityRetiredTaskRollover(t *testing.T) {
 // it continues a task the caller owns in that context.
 func TestSecurityRetiredContextRollover(t *testing.T) {
 	up := rememberingAgent(t)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	h.store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 100, MaxContexts: 2, MaxPerOwner: 100})
-	h.px.store = h.store
-	inv := h.token(investigator)
-	if _, a := h.rpc("/", inv, "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatal(string(a.raw))
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	h.Store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 100, MaxContexts: 2, MaxPerOwner: 100})
+	h.Core.SetStore(h.Store)
+	inv := h.Token(proxytest.Investigator)
+	if _, a := h.RPC("/", inv, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatal(string(a.Raw))
 	}
-	tokA, tokB := h.token(floodA), h.token(floodB)
+	tokA, tokB := h.Token(floodA), h.Token(floodB)
 	for _, tok := range []string{tokA, tokB} {
-		if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
-			t.Fatal(string(a.raw))
+		if _, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+			t.Fatal(string(a.Raw))
 		}
 	}
 	c1 := task.Ref{Agent: "sanctions-screening-agent", ID: "c-1"}
-	if _, ok, _ := h.store.Context(t.Context(), c1); ok {
+	if _, ok, _ := h.Store.Context(t.Context(), c1); ok {
 		t.Fatal("the flood did not evict c-1; the test proves nothing")
 	}
 	into := func(taskID string) map[string]any {
@@ -150,19 +151,19 @@ func TestSecurityRetiredContextRollover(t *testing.T) {
 		}
 		return map[string]any{"message": m}
 	}
-	before := len(up.requests())
-	status, a := h.rpc("/", tokA, "1.0", "SendMessage", into(""))
+	before := len(up.Requests())
+	status, a := h.RPC("/", tokA, "1.0", "SendMessage", into(""))
 	if a.Error == nil || a.Error.Code != -32001 {
-		t.Fatalf("the attacker's message into the victim's context: %d %s", status, a.raw)
+		t.Fatalf("the attacker's message into the victim's context: %d %s", status, a.Raw)
 	}
-	if len(up.requests()) != before {
+	if len(up.Requests()) != before {
 		t.Error("the message reached the agent")
 	}
-	if o, ok, _ := h.store.Context(t.Context(), c1); ok {
+	if o, ok, _ := h.Store.Context(t.Context(), c1); ok {
 		t.Errorf("the context now belongs to %+v", o)
 	}
 	// The victim's own task in that context still vouches for the victim.
-	if _, a := h.rpc("/", inv, "1.0", "SendMessage", into("t-1")); a.Error != nil {
-		t.Errorf("the victim continuing its task in its context: %s", a.raw)
+	if _, a := h.RPC("/", inv, "1.0", "SendMessage", into("t-1")); a.Error != nil {
+		t.Errorf("the victim continuing its task in its context: %s", a.Raw)
 	}
 }

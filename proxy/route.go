@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/adapters/wire"
-	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -87,7 +86,7 @@ func (c *Core) match(hostport, path string) (*route, string) {
 // is the answer.
 func (c *Core) routeOf(inc Incoming) (rt *route, rest string, out Outcome, ok bool) {
 	if inc.Route == "" {
-		if behindRouter(inc.Mode) && c.cfg.Envoy.RequiresRouteName() {
+		if inc.Routed && c.cfg.Envoy.RequiresRouteName() {
 			c.log.Error("Envoy's route names no agent (writ-agent); refused (envoy.require_route_name)",
 				"mode", inc.Mode, "host", inc.Host, "path", inc.Path)
 			return nil, "", plainRefusal(task.KindInternal, "the route Envoy chose names no agent for writ"), false
@@ -131,10 +130,6 @@ func (c *Core) canonical(inc Incoming) (Outcome, bool) {
 	c.log.Info("request target not in canonical form; refused", "why", why, "path", raw, "host", inc.Host, "mode", inc.Mode)
 	return plainRefusal(task.KindMalformed, "the request target is not in canonical form ("+why+")"), false
 }
-
-// behindRouter reports the doors behind a router that chooses the agent
-// itself (Envoy's ext_authz and ext_proc filters).
-func behindRouter(mode string) bool { return mode == events.ModeExtAuthz || mode == events.ModeExtProc }
 
 // plainRefusal is a refusal made before any agent was chosen: plain text,
 // with the status of its kind.

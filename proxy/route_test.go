@@ -1,20 +1,21 @@
-package proxy
+package proxy_test
 
 import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 )
 
 // TestMatchHostThenPath: the best host match wins, then the longest route;
 // ports, case and a trailing dot do not matter.
 func TestMatchHostThenPath(t *testing.T) {
 	mk := func(name, route string, hosts ...string) config.Agent {
-		a := sanctionsAgent("http://127.0.0.1:1")
+		a := proxytest.SanctionsAgent("http://127.0.0.1:1")
 		a.Name, a.Route, a.Hosts = name, route, hosts
 		return a
 	}
-	h := newHarness(t, []config.Agent{
+	h := proxytest.New(t, []config.Agent{
 		mk("any-root", "/"),
 		mk("any-kyc", "/kyc"),
 		mk("a-root", "/", "a.agents.example"),
@@ -37,11 +38,11 @@ func TestMatchHostThenPath(t *testing.T) {
 		{"[::1]:8080", "/", "any-root", "/"},
 		{"", "/", "any-root", "/"},
 	} {
-		rt, rest := h.px.match(tt.host, tt.path)
-		if rt == nil || rt.agent.Name != tt.want || rest != tt.rest {
+		agent, rest := h.Core.Match(tt.host, tt.path)
+		if agent == "" || agent != tt.want || rest != tt.rest {
 			got := "<none>"
-			if rt != nil {
-				got = rt.agent.Name
+			if agent != "" {
+				got = agent
 			}
 			t.Errorf("match(%q, %q) = %s %q, want %s %q", tt.host, tt.path, got, rest, tt.want, tt.rest)
 		}

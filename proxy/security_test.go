@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"encoding/json"
@@ -14,7 +14,9 @@ import (
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/syncbuf"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
 )
@@ -37,19 +39,19 @@ func kycAgent(upstream string) config.Agent {
 // UNAUTHENTICATED, a WWW-Authenticate challenge, and nothing else; the detailed
 // reasons go to the decision log only.
 func TestSecurityDisclosureAnonymous(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL), kycAgent(up.srv.URL)}, nil)
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL), kycAgent(up.Srv.URL)}, nil)
 	rec := &recordingSink{}
-	h.bus.Subscribe(rec)
-	resp, body := h.do("POST", "/kyc/", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-		"params": sendParams}, map[string]string{"A2A-Version": "1.0"})
-	var a rpcAnswer
+	h.Bus.Subscribe(rec)
+	resp, body := h.Do("POST", "/kyc/", "", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+		"params": proxytest.SendParams}, map[string]string{"A2A-Version": "1.0"})
+	var a proxytest.RPCAnswer
 	_ = json.Unmarshal(body, &a)
-	a.raw = body
+	a.Raw = body
 	if resp.StatusCode != 401 || resp.Header.Get("WWW-Authenticate") != "Bearer" {
 		t.Fatalf("status %d, WWW-Authenticate %q", resp.StatusCode, resp.Header.Get("WWW-Authenticate"))
 	}
-	if got := a.reasons(); !slices.Equal(got, []string{"UNAUTHENTICATED", "UNAUTHENTICATED"}) {
+	if got := a.Reasons(); !slices.Equal(got, []string{"UNAUTHENTICATED", "UNAUTHENTICATED"}) {
 		t.Errorf("reasons %v: want the fault's own UNAUTHENTICATED and one denial", got)
 	}
 	for _, leak := range []string{"retail", "confidential", "kyc-refresh-agent", "TENANT", "CLASSIFICATION", "oauth2"} {
@@ -57,7 +59,7 @@ func TestSecurityDisclosureAnonymous(t *testing.T) {
 			t.Errorf("the 401 shows %q: %s", leak, body)
 		}
 	}
-	if len(up.requests()) != 0 {
+	if len(up.Requests()) != 0 {
 		t.Error("the agent received the anonymous request")
 	}
 	// The decision log keeps what the policy said.
@@ -73,21 +75,21 @@ func TestSecurityDisclosureAnonymous(t *testing.T) {
 // allow-list) from denial reasons. Defence: callers get the denial codes and
 // neutral reasons; the policy's own reasons go to the decision log only.
 func TestSecurityDisclosureDenied(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL), kycAgent(up.srv.URL)}, nil)
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL), kycAgent(up.Srv.URL)}, nil)
 	rec := &recordingSink{}
-	h.bus.Subscribe(rec)
-	status, a := h.rpc("/kyc/", h.token(investigator), "1.0", "SendMessage", sendParams)
-	if status != 403 || !slices.Contains(a.reasons(), "TENANT_NOT_PERMITTED") || !slices.Contains(a.reasons(), "CLASSIFICATION_EXCEEDED") {
-		t.Fatalf("%d %s", status, a.raw)
+	h.Bus.Subscribe(rec)
+	status, a := h.RPC("/kyc/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams)
+	if status != 403 || !slices.Contains(a.Reasons(), "TENANT_NOT_PERMITTED") || !slices.Contains(a.Reasons(), "CLASSIFICATION_EXCEEDED") {
+		t.Fatalf("%d %s", status, a.Raw)
 	}
 	for _, leak := range []string{`\"retail\"`, "retail", "confidential", "restricted"} {
-		if strings.Contains(string(a.raw), leak) {
-			t.Errorf("the refusal quotes %q: %s", leak, a.raw)
+		if strings.Contains(string(a.Raw), leak) {
+			t.Errorf("the refusal quotes %q: %s", leak, a.Raw)
 		}
 	}
-	if !strings.Contains(string(a.raw), publicReason("TENANT_NOT_PERMITTED")) {
-		t.Errorf("no neutral reason in %s", a.raw)
+	if !strings.Contains(string(a.Raw), proxy.PublicReason("TENANT_NOT_PERMITTED")) {
+		t.Errorf("no neutral reason in %s", a.Raw)
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
@@ -99,9 +101,9 @@ func TestSecurityDisclosureDenied(t *testing.T) {
 
 // contextAgent answers sends with a task in the context the message names (or
 // c-victim), and lists with the tasks it has.
-func contextAgent(t *testing.T) *fakeAgent {
+func contextAgent(t *testing.T) *proxytest.FakeAgent {
 	var n atomic.Int32
-	return newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	return proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		var env struct {
 			Method string `json:"method"`
 			Params struct {
@@ -126,40 +128,40 @@ func contextAgent(t *testing.T) *fakeAgent {
 // answered like a missing task and never reaches the agent.
 func TestSecurityForeignContext(t *testing.T) {
 	up := contextAgent(t)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatalf("victim's send: %s", a.raw)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	if _, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatalf("victim's send: %s", a.Raw)
 	}
-	before := len(up.requests())
+	before := len(up.Requests())
 	join := map[string]any{"message": map[string]any{"messageId": "m-2", "role": "ROLE_USER", "contextId": "c-victim",
 		"parts": []any{map[string]any{"text": "what did they ask?"}}}}
-	status, a := h.rpc("/", h.token(retailBot), "1.0", "SendMessage", join)
+	status, a := h.RPC("/", h.Token(proxytest.RetailBot), "1.0", "SendMessage", join)
 	if a.Error == nil || a.Error.Code != -32001 || status != 200 {
-		t.Fatalf("a foreign send into the victim's context: %d %s", status, a.raw)
+		t.Fatalf("a foreign send into the victim's context: %d %s", status, a.Raw)
 	}
-	status, a = h.rpc("/", h.token(retailBot), "1.0", "ListTasks", map[string]any{"contextId": "c-victim"})
+	status, a = h.RPC("/", h.Token(proxytest.RetailBot), "1.0", "ListTasks", map[string]any{"contextId": "c-victim"})
 	if a.Error == nil || a.Error.Code != -32001 {
-		t.Fatalf("a foreign listing of the victim's context: %d %s", status, a.raw)
+		t.Fatalf("a foreign listing of the victim's context: %d %s", status, a.Raw)
 	}
-	if n := len(up.requests()); n != before {
+	if n := len(up.Requests()); n != before {
 		t.Errorf("the agent received %d of the attacker's requests", n-before)
 	}
 	// The owner keeps using it; a context nobody owns is anyone's to create.
-	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", join); a.Error != nil {
-		t.Errorf("the owner's own context: %s", a.raw)
+	if _, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", join); a.Error != nil {
+		t.Errorf("the owner's own context: %s", a.Raw)
 	}
 	fresh := map[string]any{"message": map[string]any{"messageId": "m-3", "role": "ROLE_USER", "contextId": "c-new",
 		"parts": []any{map[string]any{"text": "x"}}}}
-	if _, a := h.rpc("/", h.token(retailBot), "1.0", "SendMessage", fresh); a.Error != nil {
-		t.Errorf("a new context: %s", a.raw)
+	if _, a := h.RPC("/", h.Token(proxytest.RetailBot), "1.0", "SendMessage", fresh); a.Error != nil {
+		t.Errorf("a new context: %s", a.Raw)
 	}
 }
 
 // acpAgentServer is a minimal ACP server: runs complete at once in the session
 // they name; GET /session/{id} shows the session.
-func acpAgentServer(t *testing.T) *fakeAgent {
+func acpAgentServer(t *testing.T) *proxytest.FakeAgent {
 	var n atomic.Int32
-	return newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	return proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		switch {
 		case r.Method == "POST" && r.URL.Path == "/runs":
@@ -186,33 +188,33 @@ func acpAgentServer(t *testing.T) *fakeAgent {
 // the agent.
 func TestSecurityACPSessionAndAgent(t *testing.T) {
 	up := acpAgentServer(t)
-	a := config.Agent{Name: "kyc-refresh-agent", Route: "/acp", Upstream: up.srv.URL, Protocol: "acp",
+	a := config.Agent{Name: "kyc-refresh-agent", Route: "/acp", Upstream: up.Srv.URL, Protocol: "acp",
 		Tenants: []string{"wholesale", "retail"}, MaxDataClassification: task.Restricted, SecuritySchemes: []string{"oauth2"}}
-	h := newHarness(t, []config.Agent{a}, nil)
+	h := proxytest.New(t, []config.Agent{a}, nil)
 	run := func(tok, agent, session string) (*http.Response, []byte) {
-		return h.do("POST", "/acp/runs", tok, map[string]any{"agent_name": agent, "session_id": session, "mode": "sync",
+		return h.Do("POST", "/acp/runs", tok, map[string]any{"agent_name": agent, "session_id": session, "mode": "sync",
 			"input": []any{map[string]any{"role": "user", "parts": []any{map[string]any{"content_type": "text/plain", "content": "x"}}}}}, nil)
 	}
-	if resp, body := run(h.token(investigator), "kyc-refresh-agent", "s-victim"); resp.StatusCode != 200 {
+	if resp, body := run(h.Token(proxytest.Investigator), "kyc-refresh-agent", "s-victim"); resp.StatusCode != 200 {
 		t.Fatalf("victim's run: %d %s", resp.StatusCode, body)
 	}
-	before := len(up.requests())
-	if resp, body := run(h.token(retailBot), "kyc-refresh-agent", "s-victim"); resp.StatusCode != 404 || !strings.Contains(string(body), "not_found") {
+	before := len(up.Requests())
+	if resp, body := run(h.Token(proxytest.RetailBot), "kyc-refresh-agent", "s-victim"); resp.StatusCode != 404 || !strings.Contains(string(body), "not_found") {
 		t.Errorf("a run in the victim's session: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := h.do("GET", "/acp/session/s-victim", h.token(retailBot), nil, nil); resp.StatusCode != 404 || strings.Contains(string(body), "secret") {
+	if resp, body := h.Do("GET", "/acp/session/s-victim", h.Token(proxytest.RetailBot), nil, nil); resp.StatusCode != 404 || strings.Contains(string(body), "secret") {
 		t.Errorf("reading the victim's session: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := run(h.token(investigator), "payroll-agent", ""); resp.StatusCode != 404 {
+	if resp, body := run(h.Token(proxytest.Investigator), "payroll-agent", ""); resp.StatusCode != 404 {
 		t.Errorf("a run naming another agent: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := h.do("GET", "/acp/agents/payroll-agent", h.token(investigator), nil, nil); resp.StatusCode != 404 {
+	if resp, body := h.Do("GET", "/acp/agents/payroll-agent", h.Token(proxytest.Investigator), nil, nil); resp.StatusCode != 404 {
 		t.Errorf("the manifest of another agent: %d %s", resp.StatusCode, body)
 	}
-	if n := len(up.requests()); n != before {
+	if n := len(up.Requests()); n != before {
 		t.Errorf("the agent received %d of the refused requests", n-before)
 	}
-	if resp, body := h.do("GET", "/acp/session/s-victim", h.token(investigator), nil, nil); resp.StatusCode != 200 {
+	if resp, body := h.Do("GET", "/acp/session/s-victim", h.Token(proxytest.Investigator), nil, nil); resp.StatusCode != 200 {
 		t.Errorf("the owner's session: %d %s", resp.StatusCode, body)
 	}
 }
@@ -223,11 +225,11 @@ func TestSecurityACPSessionAndAgent(t *testing.T) {
 // neither created nor named is a protocol violation, logged, and changes
 // nothing.
 func TestSecurityCrossAgentEvent(t *testing.T) {
-	honest := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	honest := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_WORKING"}}}}`)
 	})
-	rogue := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	rogue := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		if strings.Contains(string(body), `"GetTask"`) {
 			// Asked about its own task t-9, it reports t-1 as failed.
@@ -236,26 +238,26 @@ func TestSecurityCrossAgentEvent(t *testing.T) {
 		}
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-9","contextId":"c-9","status":{"state":"TASK_STATE_WORKING"}}}}`)
 	})
-	r := sanctionsAgent(rogue.srv.URL)
+	r := proxytest.SanctionsAgent(rogue.Srv.URL)
 	r.Name, r.Route = "rogue-agent", "/rogue"
-	h := newHarness(t, []config.Agent{sanctionsAgent(honest.srv.URL), r}, nil)
-	tok := h.token(investigator)
-	if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatal(string(a.raw))
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(honest.Srv.URL), r}, nil)
+	tok := h.Token(proxytest.Investigator)
+	if _, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatal(string(a.Raw))
 	}
-	if _, a := h.rpc("/rogue/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatal(string(a.raw))
+	if _, a := h.RPC("/rogue/", tok, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatal(string(a.Raw))
 	}
-	h.rpc("/rogue/", tok, "1.0", "GetTask", map[string]any{"id": "t-9"})
-	rec, ok, err := h.store.Get(t.Context(), task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"})
+	h.RPC("/rogue/", tok, "1.0", "GetTask", map[string]any{"id": "t-9"})
+	rec, ok, err := h.Store.Get(t.Context(), task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"})
 	if !ok || err != nil || rec.Task.State != task.Running {
 		t.Fatalf("the honest agent's task: %+v %v %v", rec.Task, ok, err)
 	}
-	if _, ok, _ := h.store.Get(t.Context(), task.Ref{Agent: "rogue-agent", ID: "t-1"}); ok {
+	if _, ok, _ := h.Store.Get(t.Context(), task.Ref{Agent: "rogue-agent", ID: "t-1"}); ok {
 		t.Error("the rogue's report created a record")
 	}
-	if h.px.Stats().Violations.Load() != 1 {
-		t.Errorf("violations %d, want 1", h.px.Stats().Violations.Load())
+	if h.Core.Stats().Violations.Load() != 1 {
+		t.Errorf("violations %d, want 1", h.Core.Stats().Violations.Load())
 	}
 }
 
@@ -266,7 +268,7 @@ func TestSecurityCrossAgentEvent(t *testing.T) {
 // task.
 func TestSecurityEvictedTaskClaim(t *testing.T) {
 	var n atomic.Int32
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		// The victim's task finishes (finished tasks are evicted first); the
 		// attacker's stay working.
@@ -276,32 +278,32 @@ func TestSecurityEvictedTaskClaim(t *testing.T) {
 		}
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-%d","contextId":"c-%d","status":{"state":%q}}}}`, id, id, state)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, func(c *config.Config) {
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, func(c *config.Config) {
 		c.Lifecycle.UnknownTasks = "allow"
 	})
 	// A store of three tasks: the victim's finished t-1 goes when the attacker
 	// floods it.
-	h.store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 3, MaxPerOwner: 3})
-	h.px.store = h.store
-	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatal(string(a.raw))
+	h.Store = task.NewMemoryStore(task.MemoryLimits{MaxTasks: 3, MaxPerOwner: 3})
+	h.Core.SetStore(h.Store)
+	if _, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatal(string(a.Raw))
 	}
-	attacker := h.token(retailBot)
+	attacker := h.Token(proxytest.RetailBot)
 	for range 4 {
-		h.rpc("/", attacker, "1.0", "SendMessage", sendParams)
+		h.RPC("/", attacker, "1.0", "SendMessage", proxytest.SendParams)
 	}
-	if _, ok, _ := h.store.Get(t.Context(), task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"}); ok {
+	if _, ok, _ := h.Store.Get(t.Context(), task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"}); ok {
 		t.Fatal("the flood did not evict t-1; the test proves nothing")
 	}
-	before := len(up.requests())
-	status, a := h.rpc("/", attacker, "1.0", "GetTask", map[string]any{"id": "t-1"})
+	before := len(up.Requests())
+	status, a := h.RPC("/", attacker, "1.0", "GetTask", map[string]any{"id": "t-1"})
 	if a.Error == nil || a.Error.Code != -32001 {
-		t.Fatalf("the attacker's claim: %d %s", status, a.raw)
+		t.Fatalf("the attacker's claim: %d %s", status, a.Raw)
 	}
-	if len(up.requests()) != before {
+	if len(up.Requests()) != before {
 		t.Error("the claim reached the agent")
 	}
-	if rec, ok, _ := h.store.Get(t.Context(), task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"}); ok {
+	if rec, ok, _ := h.Store.Get(t.Context(), task.Ref{Agent: "sanctions-screening-agent", ID: "t-1"}); ok {
 		t.Errorf("the attacker now owns t-1: %+v", rec.Task.Owner)
 	}
 }
@@ -312,21 +314,21 @@ func TestSecurityEvictedTaskClaim(t *testing.T) {
 // answered alike (no decision id either way), and both leave a decision line
 // saying the caller got task_not_found, and a log line saying why.
 func TestSecurityTaskExistenceAudited(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
 	logs := &syncbuf.Buffer{}
-	h.px.log = slog.New(slog.NewJSONHandler(logs, nil))
+	h.Core.SetLogger(slog.New(slog.NewJSONHandler(logs, nil)))
 	rec := &recordingSink{}
-	h.bus.Subscribe(rec)
-	if _, a := h.rpc("/", h.token(investigator), "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatal(string(a.raw))
+	h.Bus.Subscribe(rec)
+	if _, a := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatal(string(a.Raw))
 	}
-	retail := h.token(retailBot)
-	_, foreign := h.rpc("/", retail, "1.0", "GetTask", map[string]any{"id": "t-1"})
-	_, unknown := h.rpc("/", retail, "1.0", "GetTask", map[string]any{"id": "t-unknown"})
+	retail := h.Token(proxytest.RetailBot)
+	_, foreign := h.RPC("/", retail, "1.0", "GetTask", map[string]any{"id": "t-1"})
+	_, unknown := h.RPC("/", retail, "1.0", "GetTask", map[string]any{"id": "t-unknown"})
 	if foreign.Error == nil || unknown.Error == nil || foreign.Error.Code != unknown.Error.Code ||
-		strings.ReplaceAll(string(foreign.raw), "t-1", "ID") != strings.ReplaceAll(string(unknown.raw), "t-unknown", "ID") {
-		t.Fatalf("foreign %s / unknown %s", foreign.raw, unknown.raw)
+		strings.ReplaceAll(string(foreign.Raw), "t-1", "ID") != strings.ReplaceAll(string(unknown.Raw), "t-unknown", "ID") {
+		t.Fatalf("foreign %s / unknown %s", foreign.Raw, unknown.Raw)
 	}
 	rec.mu.Lock()
 	var refused []string
@@ -348,12 +350,11 @@ func TestSecurityTaskExistenceAudited(t *testing.T) {
 // header in a spelling the agent's server folds into Writ-Caller (case,
 // Writ_Caller). Defence: every spelling is stripped before writ sets its own.
 func TestSecurityWritHeaderSpellings(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
 	forged := `{"agent_id":"root","tenant":"wholesale","chain":[]}`
-	h.rpcWith("/", h.token(investigator), "1.0", "SendMessage", sendParams,
-		map[string]string{"Writ_Caller": forged, "writ-caller": forged, "WRIT_DECISION_ID": "forged"})
-	reqs := up.requests()
+	h.RPCWith("/", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams, map[string]string{"Writ_Caller": forged, "writ-caller": forged, "WRIT_DECISION_ID": "forged"})
+	reqs := up.Requests()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests", len(reqs))
 	}
@@ -372,20 +373,20 @@ func TestSecurityWritHeaderSpellings(t *testing.T) {
 // differently. Defence: agents[].jsonrpc_path is where writ parses JSON-RPC,
 // and where writ's own requests go.
 func TestSecurityJSONRPCPath(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	a := sanctionsAgent(up.srv.URL)
+	up := proxytest.NewFakeAgent(t, nil)
+	a := proxytest.SanctionsAgent(up.Srv.URL)
 	a.JSONRPCPath = "/rpc"
-	h := newHarness(t, []config.Agent{a}, nil)
-	status, ans := h.rpc("/rpc", h.token(investigator), "1.0", "SendMessage", sendParams)
+	h := proxytest.New(t, []config.Agent{a}, nil)
+	status, ans := h.RPC("/rpc", h.Token(proxytest.Investigator), "1.0", "SendMessage", proxytest.SendParams)
 	if status != 200 || ans.Error != nil {
-		t.Fatalf("JSON-RPC at /rpc: %d %s", status, ans.raw)
+		t.Fatalf("JSON-RPC at /rpc: %d %s", status, ans.Raw)
 	}
-	if got := up.requests(); len(got) != 1 || got[0].URL.Path != "/rpc" {
+	if got := up.Requests(); len(got) != 1 || got[0].URL.Path != "/rpc" {
 		t.Fatalf("the agent saw %v", got)
 	}
-	resp, body := h.do("POST", "/", h.token(investigator), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
-		"params": sendParams}, map[string]string{"A2A-Version": "1.0"})
-	if resp.StatusCode != 404 || len(up.requests()) != 1 {
+	resp, body := h.Do("POST", "/", h.Token(proxytest.Investigator), map[string]any{"jsonrpc": "2.0", "id": 1, "method": "SendMessage",
+		"params": proxytest.SendParams}, map[string]string{"A2A-Version": "1.0"})
+	if resp.StatusCode != 404 || len(up.Requests()) != 1 {
 		t.Errorf("JSON-RPC at / on an agent that serves it at /rpc: %d %s", resp.StatusCode, body)
 	}
 }
@@ -397,7 +398,7 @@ func TestSecurityJSONRPCPath(t *testing.T) {
 func TestSecurityCardFetchIsolation(t *testing.T) {
 	release := make(chan struct{})
 	var cardFetches atomic.Int32
-	slow := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	slow := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		if strings.HasPrefix(r.URL.Path, "/.well-known/") {
 			cardFetches.Add(1)
 			<-release
@@ -405,15 +406,15 @@ func TestSecurityCardFetchIsolation(t *testing.T) {
 		w.WriteHeader(404)
 	})
 	t.Cleanup(func() { close(release) })
-	h := newHarness(t, []config.Agent{sanctionsAgent(slow.srv.URL)}, func(c *config.Config) {
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(slow.Srv.URL)}, func(c *config.Config) {
 		c.Limits.DirectoryCardWait = 50 * time.Millisecond
 	})
-	tok := h.token(investigator)
+	tok := h.Token(proxytest.Investigator)
 	var wg sync.WaitGroup
 	bodies := make([]string, 8)
 	for i := range bodies {
 		wg.Go(func() {
-			_, b := h.do("GET", adapters.DirectoryPath, tok, nil, nil)
+			_, b := h.Do("GET", adapters.DirectoryPath, tok, nil, nil)
 			bodies[i] = string(b)
 		})
 	}
@@ -439,23 +440,23 @@ func TestSecurityCardFetchIsolation(t *testing.T) {
 // security schemes and skills the platform does not publish. Defence: it is
 // rewritten like the public card.
 func TestSecurityExtendedCardRewritten(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	up.handle = func(w http.ResponseWriter, r *http.Request, _ []byte) {
+	up := proxytest.NewFakeAgent(t, nil)
+	up.Handle = func(w http.ResponseWriter, r *http.Request, _ []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":1,"result":{"name":"sanctions","version":"1","supportedInterfaces":[{"url":"%s/","protocolBinding":"JSONRPC","protocolVersion":"1.0"}],`+
 			`"capabilities":{"extendedAgentCard":true},"securitySchemes":{"internal":{"apiKeySecurityScheme":{"location":"header","name":"X-Internal-Key"}}},`+
 			`"securityRequirements":[{"schemes":{"internal":{}}}],"defaultInputModes":[],"defaultOutputModes":[],`+
-			`"skills":[{"id":"unpublished-admin","name":"admin","description":"x","tags":["internal"]}]}}`, up.srv.URL)
+			`"skills":[{"id":"unpublished-admin","name":"admin","description":"x","tags":["internal"]}]}}`, up.Srv.URL)
 	}
-	a := sanctionsAgent(up.srv.URL)
+	a := proxytest.SanctionsAgent(up.Srv.URL)
 	a.PublicURL = "https://sanctions.agents.bank.example"
-	h := newHarness(t, []config.Agent{a}, nil)
-	status, ans := h.rpc("/", h.token(investigator), "1.0", "GetExtendedAgentCard", map[string]any{})
+	h := proxytest.New(t, []config.Agent{a}, nil)
+	status, ans := h.RPC("/", h.Token(proxytest.Investigator), "1.0", "GetExtendedAgentCard", map[string]any{})
 	if status != 200 || ans.Error != nil {
-		t.Fatalf("%d %s", status, ans.raw)
+		t.Fatalf("%d %s", status, ans.Raw)
 	}
-	body := string(ans.raw)
-	for _, leak := range []string{up.srv.URL, "X-Internal-Key", "unpublished-admin"} {
+	body := string(ans.Raw)
+	for _, leak := range []string{up.Srv.URL, "X-Internal-Key", "unpublished-admin"} {
 		if strings.Contains(body, leak) {
 			t.Errorf("the extended card shows %q: %s", leak, body)
 		}
@@ -475,33 +476,33 @@ func TestSecurityExtendedCardRewritten(t *testing.T) {
 // than the caller's (TENANT_NOT_PERMITTED), and a tenant that is not a plain
 // name is refused before the policy; the agent receives neither.
 func TestSecurityRequestTenant(t *testing.T) {
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}`)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	inv := h.token(investigator) // tenant wholesale
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	inv := h.Token(proxytest.Investigator) // tenant wholesale
 	rest := func(path string) (int, string) {
-		resp, body := h.do("POST", path, inv, sendParams, map[string]string{"A2A-Version": "1.0"})
+		resp, body := h.Do("POST", path, inv, proxytest.SendParams, map[string]string{"A2A-Version": "1.0"})
 		return resp.StatusCode, string(body)
 	}
 	if st, body := rest("/retail/message:send"); st != 403 || !strings.Contains(body, "TENANT_NOT_PERMITTED") {
 		t.Errorf("another tenant in the path: %d %s", st, body)
 	}
-	params := map[string]any{"message": sendParams["message"], "tenant": "retail"}
-	if _, a := h.rpc("/", inv, "1.0", "SendMessage", params); a.Error == nil || !strings.Contains(string(a.raw), "TENANT_NOT_PERMITTED") {
-		t.Errorf("another tenant in params: %s", a.raw)
+	params := map[string]any{"message": proxytest.SendParams["message"], "tenant": "retail"}
+	if _, a := h.RPC("/", inv, "1.0", "SendMessage", params); a.Error == nil || !strings.Contains(string(a.Raw), "TENANT_NOT_PERMITTED") {
+		t.Errorf("another tenant in params: %s", a.Raw)
 	}
 	if st, body := rest("/../message:send"); st < 400 || st == 404 && strings.Contains(body, "TENANT") {
 		t.Errorf("a tenant that is not a plain name: %d %s", st, body)
 	}
-	if n := len(up.requests()); n != 0 {
+	if n := len(up.Requests()); n != 0 {
 		t.Fatalf("the agent received %d of the refused requests", n)
 	}
 	if st, body := rest("/wholesale/message:send"); st != 200 {
 		t.Errorf("the caller's own tenant in the path: %d %s", st, body)
 	}
-	if n := len(up.requests()); n != 1 {
+	if n := len(up.Requests()); n != 1 {
 		t.Fatalf("the agent received %d requests, want the one allowed", n)
 	}
 }

@@ -1,10 +1,9 @@
-package proxy
+package proxy_test
 
 import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,9 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/redistest"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 	"github.com/writ-authz/writ/task/filestore"
 	"github.com/writ-authz/writ/task/redisstore"
@@ -89,7 +90,7 @@ func shapes(b *testing.B) []shape {
 }
 
 // benchCore is the admission core on the shipped policy over store s.
-func benchCore(b *testing.B, s task.Store) (*Core, string) {
+func benchCore(b *testing.B, s task.Store) (*proxy.Core, string) {
 	b.Helper()
 	c, idp := benchCoreCache(b, s, 0)
 	tok, err := idp.Token(devidp.Caller{Agent: "payments-investigator", User: "u-42", Tenant: "wholesale",
@@ -102,14 +103,14 @@ func benchCore(b *testing.B, s task.Store) (*Core, string) {
 
 // benchCoreCache is benchCore with a decision cache of cacheSize (-1: none),
 // and the identity provider that signs its callers' tokens.
-func benchCoreCache(b *testing.B, s task.Store, cacheSize int) (*Core, *devidp.Provider) {
+func benchCoreCache(b *testing.B, s task.Store, cacheSize int) (*proxy.Core, *devidp.Provider) {
 	b.Helper()
-	idp, err := devidp.New(b.TempDir(), testIssuer, "writ")
+	idp, err := devidp.New(b.TempDir(), proxytest.Issuer, "writ")
 	if err != nil {
 		b.Fatal(err)
 	}
 	yaml := "policies: [../policies]\n" +
-		"identity:\n  jwt:\n    - issuer: " + testIssuer + "\n      audiences: [writ]\n      jwks_file: " + idp.JWKSFile + "\n" +
+		"identity:\n  jwt:\n    - issuer: " + proxytest.Issuer + "\n      audiences: [writ]\n      jwks_file: " + idp.JWKSFile + "\n" +
 		"agents:\n  - {name: sanctions-screening-agent, upstream: 'http://127.0.0.1:1', protocol: a2a, owner: group-compliance, " +
 		"tenants: [wholesale, retail], max_data_classification: restricted, security_schemes: [oauth2], " +
 		"skills: [{id: screen, tags: [sanctions]}]}\n"
@@ -130,7 +131,7 @@ func benchCoreCache(b *testing.B, s task.Store, cacheSize int) (*Core, *devidp.P
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := New(cfg, Deps{Identity: ident, Engine: engine, Store: s, Logger: slog.New(slog.DiscardHandler)})
+	c, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: s, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +142,7 @@ func benchCoreCache(b *testing.B, s task.Store, cacheSize int) (*Core, *devidp.P
 var benchSeq atomic.Int64
 
 // allowed sends one allowed request of shape sh and relays the agent's answer.
-func allowed(b *testing.B, c *Core, tok string, sh shape, miss bool) {
+func allowed(b *testing.B, c *proxy.Core, tok string, sh shape, miss bool) {
 	n := strconv.FormatInt(benchSeq.Add(1), 10)
 	body := sh.req
 	if miss { // a new context: the policy input differs, the cache cannot answer
@@ -152,9 +153,9 @@ func allowed(b *testing.B, c *Core, tok string, sh shape, miss bool) {
 	h.Set("Authorization", "Bearer "+tok)
 	h.Set("Content-Type", "application/json")
 	h.Set("X-A2a-Extensions", "urn:writ:ext:classification:v1")
-	out := c.Admit(context.Background(), Incoming{Method: http.MethodPost, Path: "/", Host: "writ.test",
+	out := c.Admit(context.Background(), proxy.Incoming{Method: http.MethodPost, Path: "/", Host: "writ.test",
 		RemoteAddr: "127.0.0.1:5555", Query: url.Values{}, Header: h, Body: body})
-	if out.Kind != Forward {
+	if out.Kind != proxy.Forward {
 		b.Fatalf("outcome %v: %s", out.Kind, out.Answer.Body)
 	}
 	answer := string(sh.answer)
@@ -163,20 +164,14 @@ func allowed(b *testing.B, c *Core, tok string, sh shape, miss bool) {
 	}
 	p := out.Plan
 	if sh.stream {
-		relay := p.Relay(context.Background(), strings.NewReader(answer))
-		for {
-			if _, err := relay.Next(); err != nil {
-				if !errors.Is(err, io.EOF) {
-					b.Fatal(err)
-				}
-				break
-			}
+		if failure := p.Stream(context.Background(), strings.NewReader(answer), func([]byte) error { return nil }); failure != "" {
+			b.Fatal(failure)
 		}
 	} else if _, refused := p.Answer(context.Background(), http.StatusOK, []byte(answer)); refused != nil {
 		b.Fatalf("refused: %s", refused.Body)
 	}
-	if p.failed != nil || p.InvalidAnswers() != 0 {
-		b.Fatalf("the answer was not recorded: %v, %d invalid", p.failed, p.InvalidAnswers())
+	if p.Failed() != nil || p.InvalidAnswers() != 0 {
+		b.Fatalf("the answer was not recorded: %v, %d invalid", p.Failed(), p.InvalidAnswers())
 	}
 }
 

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -59,34 +60,34 @@ func (s *flakyStore) Context(ctx context.Context, ref task.Ref) (task.Owner, boo
 // answer; when the store is back, the same requests go through, with no
 // restart.
 func TestStoreDownFailsClosed(t *testing.T) {
-	up := newFakeAgent(t, nil)
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	fs := &flakyStore{Store: h.store}
-	h.px.store = fs
-	tok := h.token(investigator)
+	up := proxytest.NewFakeAgent(t, nil)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	fs := &flakyStore{Store: h.Store}
+	h.Core.SetStore(fs)
+	tok := h.Token(proxytest.Investigator)
 
 	fs.down.Store(true)
-	status, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams)
-	if status != 503 || a.Error == nil || a.Error.Code != -32603 || !slices.Contains(a.reasons(), "UNAVAILABLE") || a.Result != nil {
-		t.Fatalf("send with the store down: %d %s", status, a.raw)
+	status, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	if status != 503 || a.Error == nil || a.Error.Code != -32603 || !slices.Contains(a.Reasons(), "UNAVAILABLE") || a.Result != nil {
+		t.Fatalf("send with the store down: %d %s", status, a.Raw)
 	}
-	before := len(up.requests())
-	status, a = h.rpc("/", tok, "1.0", "GetTask", map[string]any{"id": "t-1"})
-	if status != 503 || a.Error == nil || !slices.Contains(a.reasons(), "UNAVAILABLE") {
-		t.Fatalf("follow-up with the store down: %d %s", status, a.raw)
+	before := len(up.Requests())
+	status, a = h.RPC("/", tok, "1.0", "GetTask", map[string]any{"id": "t-1"})
+	if status != 503 || a.Error == nil || !slices.Contains(a.Reasons(), "UNAVAILABLE") {
+		t.Fatalf("follow-up with the store down: %d %s", status, a.Raw)
 	}
-	if len(up.requests()) != before {
+	if len(up.Requests()) != before {
 		t.Error("a follow-up writ could not check reached the agent")
 	}
-	if n := h.px.StoreErrors(); n < 2 {
+	if n := h.Core.StoreErrors(); n < 2 {
 		t.Errorf("store errors counted: %d", n)
 	}
 
 	fs.down.Store(false)
-	if _, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams); a.Error != nil {
-		t.Fatalf("send after the store came back: %s", a.raw)
+	if _, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams); a.Error != nil {
+		t.Fatalf("send after the store came back: %s", a.Raw)
 	}
-	if _, a := h.rpc("/", tok, "1.0", "GetTask", map[string]any{"id": "t-1"}); a.Error != nil {
-		t.Fatalf("follow-up after the store came back: %s", a.raw)
+	if _, a := h.RPC("/", tok, "1.0", "GetTask", map[string]any{"id": "t-1"}); a.Error != nil {
+		t.Fatalf("follow-up after the store came back: %s", a.Raw)
 	}
 }

@@ -1,4 +1,4 @@
-package proxy
+package proxy_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -74,7 +75,7 @@ func (d *deferred) Sync(context.Context) error {
 // Defence: Plan.Answer and Relay.Next call Deferred.Sync after observing
 // and before returning the answer; a failed Sync fails the answer closed.
 func TestAnswerWaitsForSync(t *testing.T) {
-	up := newFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+	up := proxytest.NewFakeAgent(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
 		if strings.Contains(string(body), "SendStreamingMessage") {
 			w.Header().Set("Content-Type", "text/event-stream")
 			fmt.Fprint(w, `data: {"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-s","contextId":"c-s","status":{"state":"TASK_STATE_WORKING"}}}}`+"\n\n")
@@ -83,14 +84,14 @@ func TestAnswerWaitsForSync(t *testing.T) {
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}}`)
 	})
-	h := newHarness(t, []config.Agent{sanctionsAgent(up.srv.URL)}, nil)
-	ds := &deferringStore{Store: h.store}
-	h.px.store = ds
-	tok := h.token(investigator)
+	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
+	ds := &deferringStore{Store: h.Store}
+	h.Core.SetStore(ds)
+	tok := h.Token(proxytest.Investigator)
 
-	status, a := h.rpc("/", tok, "1.0", "SendMessage", sendParams)
+	status, a := h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
 	if status != 200 || a.Error != nil {
-		t.Fatalf("send: %d %s", status, a.raw)
+		t.Fatalf("send: %d %s", status, a.Raw)
 	}
 	calls := ds.calls()
 	if i := slices.Index(calls, "create t-1"); i < 0 || !slices.Contains(calls[i:], "sync") {
@@ -98,17 +99,17 @@ func TestAnswerWaitsForSync(t *testing.T) {
 	}
 
 	ds.fail.Store(true)
-	errs := h.px.StoreErrors()
-	status, a = h.rpc("/", tok, "1.0", "SendMessage", sendParams)
-	if status != 503 || a.Error == nil || !slices.Contains(a.reasons(), "UNAVAILABLE") || a.Result != nil ||
-		strings.Contains(string(a.raw), "TASK_STATE_COMPLETED") {
-		t.Fatalf("send whose sync failed: %d %s", status, a.raw)
+	errs := h.Core.StoreErrors()
+	status, a = h.RPC("/", tok, "1.0", "SendMessage", proxytest.SendParams)
+	if status != 503 || a.Error == nil || !slices.Contains(a.Reasons(), "UNAVAILABLE") || a.Result != nil ||
+		strings.Contains(string(a.Raw), "TASK_STATE_COMPLETED") {
+		t.Fatalf("send whose sync failed: %d %s", status, a.Raw)
 	}
-	if h.px.StoreErrors() == errs {
+	if h.Core.StoreErrors() == errs {
 		t.Error("the failed sync was not counted as a store error")
 	}
-	resp, body := h.do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1,
-		"method": "SendStreamingMessage", "params": sendParams}, map[string]string{"A2A-Version": "1.0"})
+	resp, body := h.Do("POST", "/", tok, map[string]any{"jsonrpc": "2.0", "id": 1,
+		"method": "SendStreamingMessage", "params": proxytest.SendParams}, map[string]string{"A2A-Version": "1.0"})
 	if resp.StatusCode != 200 || strings.Contains(string(body), "TASK_STATE_WORKING") || !strings.Contains(string(body), `"error"`) {
 		t.Fatalf("stream whose sync failed: %d %s", resp.StatusCode, body)
 	}

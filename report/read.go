@@ -422,25 +422,60 @@ func (s *Summary) Context(id string) []Event {
 	if id == "" {
 		return nil
 	}
-	tasks := map[string]bool{}
-	admitting := map[string]bool{}
-	for _, e := range s.Events {
-		if e.ContextID == id && e.TaskID != "" {
-			tasks[e.TaskID] = true
-		}
-		if e.ContextID == id && e.Type == TypeTaskCreated && e.DecisionID != "" {
-			admitting[e.DecisionID] = true
-		}
-	}
+	m := s.contextMembership()
 	var out []Event
-	for _, e := range s.Events {
-		switch {
-		case e.ContextID == id, e.ContextID == "" && e.TaskID != "" && tasks[e.TaskID],
-			e.Type == TypeDecision && admitting[e.DecisionID]:
-			out = append(out, e)
+	for i := range s.Events {
+		if slices.Contains(m.of(&s.Events[i]), id) {
+			out = append(out, s.Events[i])
 		}
 	}
 	slices.SortStableFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	return out
+}
+
+// membership says which contexts an event belongs to, by Context's rule: its
+// own context id; for an event that carries only a task id, the contexts of
+// that task; for a decision, the contexts whose task_created names it.
+type membership struct {
+	taskCtx     map[string][]string // task id -> context ids
+	decisionCtx map[string][]string // admitting decision id -> context ids
+	one         [1]string
+}
+
+func (s *Summary) contextMembership() *membership {
+	m := &membership{taskCtx: map[string][]string{}, decisionCtx: map[string][]string{}}
+	for _, e := range s.Events {
+		if e.ContextID == "" {
+			continue
+		}
+		if e.TaskID != "" && !slices.Contains(m.taskCtx[e.TaskID], e.ContextID) {
+			m.taskCtx[e.TaskID] = append(m.taskCtx[e.TaskID], e.ContextID)
+		}
+		if e.Type == TypeTaskCreated && e.DecisionID != "" && !slices.Contains(m.decisionCtx[e.DecisionID], e.ContextID) {
+			m.decisionCtx[e.DecisionID] = append(m.decisionCtx[e.DecisionID], e.ContextID)
+		}
+	}
+	return m
+}
+
+// of is the contexts e belongs to (the slice is reused: read it before the
+// next call).
+func (m *membership) of(e *Event) []string {
+	var out []string
+	switch {
+	case e.ContextID != "":
+		m.one[0] = e.ContextID
+		out = m.one[:]
+	case e.TaskID != "":
+		out = m.taskCtx[e.TaskID]
+	}
+	if e.Type == TypeDecision && e.DecisionID != "" {
+		for _, c := range m.decisionCtx[e.DecisionID] {
+			if !slices.Contains(out, c) {
+				out = append(slices.Clip(out), c)
+			}
+		}
+	}
 	return out
 }
 
@@ -457,25 +492,28 @@ type ContextSummary struct {
 func (s *Summary) ContextList() []ContextSummary {
 	by := map[string]*ContextSummary{}
 	tasks := map[string]map[string]bool{}
-	for _, e := range s.Events {
-		if e.ContextID == "" {
-			continue
-		}
-		c := by[e.ContextID]
-		if c == nil {
-			c = &ContextSummary{ID: e.ContextID, First: e.Time, Last: e.Time}
-			by[e.ContextID] = c
-			tasks[e.ContextID] = map[string]bool{}
-		}
-		c.Events++
-		if e.Time.Before(c.First) {
-			c.First = e.Time
-		}
-		if e.Time.After(c.Last) {
-			c.Last = e.Time
-		}
-		if e.TaskID != "" {
-			tasks[e.ContextID][e.TaskID] = true
+	m := s.contextMembership()
+	for i := range s.Events {
+		e := &s.Events[i]
+		for _, id := range m.of(e) {
+			c := by[id]
+			if c == nil {
+				c = &ContextSummary{ID: id, First: e.Time, Last: e.Time}
+				by[id] = c
+				tasks[id] = map[string]bool{}
+			}
+			// The same events Context(id) tells: the counts of the list and of
+			// the context's own page agree.
+			c.Events++
+			if e.Time.Before(c.First) {
+				c.First = e.Time
+			}
+			if e.Time.After(c.Last) {
+				c.Last = e.Time
+			}
+			if e.TaskID != "" {
+				tasks[id][e.TaskID] = true
+			}
 		}
 	}
 	out := make([]ContextSummary, 0, len(by))

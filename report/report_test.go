@@ -473,8 +473,29 @@ func TestContextStoryFromTheAdmittingDecision(t *testing.T) {
 		t.Errorf("story %q, want %q", got, want)
 	}
 	list := s.ContextList()
-	if len(list) != 2 || list[0].ID != "c-2" || list[1].ID != "c-1" || list[1].Tasks != 1 || list[1].Events != 2 {
-		t.Errorf("contexts %+v: want c-2 (latest) then c-1 with one task and two events", list)
+	// The list counts the events the context's story tells (the admitting
+	// decision included): it said 2 where the story showed 3.
+	if len(list) != 2 || list[0].ID != "c-2" || list[1].ID != "c-1" || list[1].Tasks != 1 || list[1].Events != 3 {
+		t.Errorf("contexts %+v: want c-2 (latest) then c-1 with one task and three events", list)
+	}
+	for _, path := range []string{"", testLog} {
+		sum := s
+		if path != "" {
+			f, err := os.Open(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum, err = Read(f)
+			f.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, c := range sum.ContextList() {
+			if n := len(sum.Context(c.ID)); c.Events != n {
+				t.Errorf("%s: context %s is listed with %d events, its story has %d", path, c.ID, c.Events, n)
+			}
+		}
 	}
 	var b bytes.Buffer
 	if err := Render(&b, s, Options{}); err != nil {

@@ -7,7 +7,8 @@ import (
 // Operation is what a request asks for, in writ's vocabulary. Policies match on it.
 type Operation string
 
-// The operations. Send with a TaskID continues an existing task (a reply).
+// The operations (their facts are in Operations). Send with a TaskID
+// continues an existing task (a reply).
 const (
 	OpSend         Operation = "send"
 	OpStream       Operation = "stream"
@@ -23,16 +24,6 @@ const (
 	OpExtendedCard Operation = "card.extended"
 	OpDiscover     Operation = "discover"
 )
-
-// FollowUp reports whether the operation acts on an existing task named by the
-// request (and so is subject to ownership and lifecycle checks).
-func (o Operation) FollowUp() bool {
-	switch o {
-	case OpGet, OpCancel, OpSubscribe, OpPushSet, OpPushGet, OpPushList, OpPushDelete:
-		return true
-	}
-	return false
-}
 
 // Binding names the transport shape of a request.
 type Binding string

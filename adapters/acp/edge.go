@@ -11,6 +11,11 @@ import (
 // a caller may see.
 const AgentsPath = "/agents"
 
+// Resources are the first path segments of ACP's resources (runs, the agent
+// listing, sessions in both spellings): what tells an ACP request on a route
+// that detects its protocol per request from an A2A one.
+func Resources() []string { return []string{"runs", "agents", "sessions", "session"} }
+
 // Edge is the ACP adapter in the roles writ's admission core uses (see package
 // adapters). ACP has no push notifications and no subscription to a running
 // run, so Edge plays neither role; an ACP agent's manifest is forwarded, not

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 )
 
@@ -74,13 +75,39 @@ func FromHTTP(r *http.Request, limit int64) (Inbound, error) {
 
 // ReadMessage parses a whole HTTP/1.1 request message (request line, headers, blank
 // line, body) as stored in fixtures and accepted by `writ inspect`.
+//
+// A message whose head names no Content-Length (nor Transfer-Encoding) has
+// everything after the blank line as its body, as a hand-written request file
+// means it; http.ReadRequest alone would read no body at all.
 func ReadMessage(raw []byte, limit int64) (Inbound, error) {
-	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(normalizeHead(raw))))
+	r, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(withLength(normalizeHead(raw)))))
 	if err != nil {
 		return Inbound{}, fmt.Errorf("not an HTTP request message: %w", err)
 	}
 	defer r.Body.Close()
 	return FromHTTP(r, limit)
+}
+
+// withLength adds a Content-Length to a message head that frames its body
+// neither way, counting what follows the head.
+func withLength(msg []byte) []byte {
+	head, body, found := bytes.Cut(msg, []byte("\r\n\r\n"))
+	if !found || len(body) == 0 {
+		return msg
+	}
+	for _, line := range bytes.Split(head, []byte("\r\n"))[1:] {
+		name, _, _ := bytes.Cut(line, []byte(":"))
+		name = bytes.TrimSpace(name)
+		if bytes.EqualFold(name, []byte("Content-Length")) || bytes.EqualFold(name, []byte("Transfer-Encoding")) {
+			return msg
+		}
+	}
+	out := make([]byte, 0, len(msg)+32)
+	out = append(out, head...)
+	out = append(out, "\r\nContent-Length: "...)
+	out = strconv.AppendInt(out, int64(len(body)), 10)
+	out = append(out, "\r\n\r\n"...)
+	return append(out, body...)
 }
 
 // normalizeHead turns bare LF line ends in the message head into CRLF, so

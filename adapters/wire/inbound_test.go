@@ -187,6 +187,12 @@ func TestReadMessage(t *testing.T) {
 		{"bare LF", lf},
 		{"bare LF, body with CRLF", strings.Replace(lf, "Content-Length: 59", "Content-Length: 61", 1) + "\r\n"},
 		{"bare LF, body with blank lines", strings.Replace(lf, "Content-Length: 59", "Content-Length: 61", 1) + "\n\n"},
+		// "Keep Content-Length right or leave it out": without one, the body
+		// is everything after the blank line.
+		{"CRLF, no Content-Length", strings.Replace(crlf, "Content-Length: 59\r\n", "", 1)},
+		{"bare LF, no Content-Length", strings.Replace(lf, "Content-Length: 59\n", "", 1)},
+		{"bare LF, no Content-Length, a final newline", strings.Replace(lf, "Content-Length: 59\n", "", 1) + "\n"},
+		{"lower-case content-length", strings.Replace(crlf, "Content-Length", "content-length", 1)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

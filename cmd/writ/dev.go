@@ -68,7 +68,7 @@ func defaultDevDir() string {
 }
 
 func devToken(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("dev token", "writ dev token [-aud AUD] [-sub USER] [-agent AGENT] [-tenant T] [-scope 'S ...'] [-classification LEVEL] [-chain A,B] [-may-act A,B] [-exp 1h] [-iss writ-dev] [-dir DIR]",
+	fs := newFlags("dev token", "writ dev token [-aud AUD] [-sub USER] [-agent AGENT] [-tenant T] [-scope 'S ...'] [-classification LEVEL] [-chain A,B] [-may-act A,B] [-exp 1h] [-nbf 0s] [-iss writ-dev] [-dir DIR]",
 		"Signs a development JWT with the key in -dir and prints it. The shipped policy needs scope delegate\n"+
 			"for send, stream, cancel and push_config.set.")
 	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
@@ -81,7 +81,8 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 	class := fs.String("classification", "", "the classification claim: public, internal, confidential or restricted")
 	chain := fs.String("chain", "", "earlier hops of the delegation, oldest first, comma-separated (nested act claims)")
 	mayAct := fs.String("may-act", "", "the actors that may exchange the token at an STS, comma-separated (the RFC 8693 may_act claim)")
-	exp := fs.Duration("exp", time.Hour, "how long the token is valid")
+	exp := fs.Duration("exp", time.Hour, "how long the token is valid; negative mints a token that expired that long ago (for tests)")
+	nbf := fs.Duration("nbf", 0, "how long until the token becomes valid (an nbf claim; for tests of not-yet-valid tokens)")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -89,8 +90,12 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "writ dev token: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	if *exp <= 0 {
-		fmt.Fprintln(stderr, "writ dev token: -exp must be positive")
+	if *exp == 0 {
+		fmt.Fprintln(stderr, "writ dev token: -exp must not be zero (a negative -exp mints an expired token)")
+		return 2
+	}
+	if *nbf < 0 || (*nbf > 0 && *nbf >= *exp) {
+		fmt.Fprintln(stderr, "writ dev token: -nbf must be positive and before -exp")
 		return 2
 	}
 	// The development key signs as the development issuer only: a token for
@@ -108,6 +113,9 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 	}
 	c := devidp.Caller{Agent: *agent, User: *sub, Tenant: *tenant, Classification: *class, Scope: *scope,
 		Expires: time.Now().Add(*exp)}
+	if *nbf > 0 {
+		c.NotBefore = time.Now().Add(*nbf)
+	}
 	c.Chain = commaList(*chain)
 	c.MayAct = commaList(*mayAct)
 	claims := p.Claims(c)

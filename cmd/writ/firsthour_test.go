@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -39,6 +40,18 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 	if code, _, errOut := runCLI(t, "", "validate", "-nonsense"); code != 2 || !strings.Contains(errOut, "usage: writ validate") {
 		t.Errorf("a bad flag: exit %d %s", code, errOut)
+	}
+	// A command of subcommands lists them all.
+	for cmd, subs := range map[string][]string{"dev": {"writ dev token", "writ dev jwks"}, "policy": {"writ policy test"}} {
+		_, out, _ := runCLI(t, "", cmd, "-h")
+		for _, sub := range subs {
+			if !strings.Contains(out, sub) {
+				t.Errorf("writ %s -h does not name %s:\n%s", cmd, sub, out)
+			}
+		}
+		if lines := strings.Count(strings.TrimSpace(out), "\n"); lines < 2 {
+			t.Errorf("writ %s -h prints only a usage line:\n%s", cmd, out)
+		}
 	}
 }
 
@@ -141,8 +154,22 @@ func TestDevIdentity(t *testing.T) {
 	if ma, _ := c.Claims["may_act"].(map[string]any); fmt.Sprint(ma["sub"]) != "[agent-b agent-c]" {
 		t.Errorf("may_act = %v", c.Claims["may_act"])
 	}
-	if code, _, _ := runCLI(t, "", "dev", "token", "-dir", dir, "-exp", "-1m"); code != 2 {
-		t.Errorf("a negative expiry: exit %d", code)
+	// Tokens for tests of refusals: expired, and not yet valid.
+	for flags, want := range map[string]error{"-exp -1h": identity.ErrTokenExpired, "-nbf 10m": identity.ErrTokenNotYetValid} {
+		args := append([]string{"dev", "token", "-dir", dir, "-aud", "my-agent"}, strings.Fields(flags)...)
+		code, out, errOut := runCLI(t, "", args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d %s", flags, code, errOut)
+		}
+		h.Set("Authorization", "Bearer "+strings.TrimSpace(out))
+		if _, err := r.Identify(context.Background(), identity.Credentials{Header: h}); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", flags, err, want)
+		}
+	}
+	for _, flags := range [][]string{{"-exp", "0s"}, {"-nbf", "-1m"}, {"-nbf", "2h"}} {
+		if code, _, _ := runCLI(t, "", append([]string{"dev", "token", "-dir", dir}, flags...)...); code != 2 {
+			t.Errorf("%v: exit %d", flags, code)
+		}
 	}
 }
 

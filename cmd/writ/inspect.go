@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
@@ -53,7 +54,7 @@ func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	method := fs.String("method", "POST", "request method (with -path)")
 	path := fs.String("path", "", "request path and query (instead of -file)")
 	body := fs.String("body", "", "file holding the request body (with -path)")
-	protocol := fs.String("protocol", "auto", "a2a, acp or auto (by path)")
+	protocol := fs.String("protocol", names.Auto, names.Choices()+" (by path)")
 	maxBody := fs.Int64("max-body", wire.DefaultMaxBodyBytes, "largest body accepted, in bytes")
 	maxDepth := fs.Int("max-depth", wire.DefaultMaxJSONDepth, "deepest JSON nesting accepted")
 	var headers headerFlags

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
@@ -63,7 +64,7 @@ func representative() (task.Request, wire.Inbound, error) {
 	if err != nil {
 		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %w", err)
 	}
-	edges, err := adapters.NewRoute("a2a", "/")
+	edges, err := adapters.NewRoute(names.Auto, "/") // a route of the default protocol: the example is A2A's send
 	if err != nil {
 		return task.Request{}, wire.Inbound{}, err
 	}

@@ -24,7 +24,9 @@ import (
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
+	"github.com/writ-authz/writ/proxy/follow"
 	"github.com/writ-authz/writ/proxy/push"
+	sidecardoor "github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -32,7 +34,7 @@ import (
 type sidecar struct {
 	cfg      *config.Config
 	core     *proxy.Core
-	sidecar  *proxy.Sidecar
+	sidecar  *sidecardoor.Sidecar
 	engine   *authz.Engine
 	reloader *authz.Reloader
 	ident    *identity.Resolver
@@ -112,12 +114,12 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 			_ = deliverer.Close(ctx)
 		})
 	}
-	var work *proxy.Work
+	var work *follow.Work
 	if store.queue != nil {
-		work = &proxy.Work{Queue: store.queue, Holder: holder, Lease: cfg.Store.WorkLease}
+		work = &follow.Work{Queue: store.queue, Holder: holder, Lease: cfg.Store.WorkLease}
 	}
 	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store.Store, Logger: log, Events: bus,
-		Push: notifier(deliverer), Work: work})
+		Push: notifier(deliverer), Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: log, Work: work})})
 	if err != nil {
 		return nil, err
 	}
@@ -138,7 +140,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	}
 	undo = append(undo, func() { _ = dlog.Close(context.Background()) })
 	bus.Subscribe(dlog)
-	sc := &sidecar{cfg: cfg, core: core, sidecar: proxy.NewSidecar(core, nil), engine: engine, ident: ident, store: store, log: log, push: deliverer,
+	sc := &sidecar{cfg: cfg, core: core, sidecar: sidecardoor.New(core, cfg.Limits, log, nil), engine: engine, ident: ident, store: store, log: log, push: deliverer,
 		reloader: reloader, dlog: dlog}
 	if sc.ln, err = net.Listen("tcp", cfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen: %w", err)

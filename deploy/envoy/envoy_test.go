@@ -473,8 +473,9 @@ func TestGRPCMode(t *testing.T) {
 }
 
 // TestHTTPMode: envoy-http.yaml sends checks to writ's envoy.http_listen under
-// envoy.http_path_prefix, forwards every header writ reads, and copies writ's
-// upstream headers.
+// envoy.http_path_prefix, forwards exactly the headers writ reads (the
+// protocol table's, extauthz.RequestHeaders), and copies writ's upstream
+// headers.
 func TestHTTPMode(t *testing.T) {
 	cfg := loadWrit(t)
 	p := parts(t, loadEnvoy(t, "deploy/envoy/envoy-http.yaml"))
@@ -503,9 +504,15 @@ func TestHTTPMode(t *testing.T) {
 	for _, m := range hs.GetAuthorizationResponse().GetAllowedUpstreamHeaders().GetPatterns() {
 		upstream = append(upstream, m.GetExact())
 	}
-	for _, h := range extauthz.RequestHeaders {
+	want := extauthz.RequestHeaders()
+	for _, h := range want {
 		if !slices.Contains(allowed, h) {
 			t.Errorf("allowed_headers %v miss %s, which writ reads", allowed, h)
+		}
+	}
+	for _, h := range allowed {
+		if !slices.Contains(want, h) {
+			t.Errorf("allowed_headers %v pass %s, which no protocol of writ's table reads (want exactly %v)", allowed, h, want)
 		}
 	}
 	for _, h := range []string{"writ-caller", "writ-decision-id"} {

@@ -28,6 +28,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/writ-authz/writ/adapters"
+	a2aadapter "github.com/writ-authz/writ/adapters/a2a"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
@@ -175,7 +176,7 @@ func Start(ctx context.Context, opt Options) (_ *Stage, err error) {
 		}
 		st.agents[a.key] = ag
 		cfg.Agents = append(cfg.Agents, config.Agent{Name: a.name, Route: "/" + a.key, Upstream: ag.URL,
-			Protocol: "a2a", PublicURL: "http://" + listen + "/" + a.key, Owner: a.owner, Tenants: a.tenants,
+			Protocol: a2aadapter.ProtocolName, PublicURL: "http://" + listen + "/" + a.key, Owner: a.owner, Tenants: a.tenants,
 			MaxDataClassification: a.max, SecuritySchemes: a.schemes, Skills: []task.Skill{a.skill}})
 	}
 	st.decisions = opt.DecisionLog

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+
+	a2aadapter "github.com/writ-authz/writ/adapters/a2a"
 )
 
 // How long the demo waits for something writ or an agent does on its own
@@ -40,7 +42,7 @@ func startReceiver() (*receiver, error) {
 	r := &receiver{url: "http://" + ln.Addr().String() + "/cb", host: host, got: make(chan delivery, 16)}
 	r.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
-		d := delivery{req.Header.Get("X-A2A-Notification-Token"), string(body)}
+		d := delivery{req.Header.Get(a2aadapter.NotificationTokenHeader), string(body)}
 		select {
 		case r.got <- d:
 		case <-req.Context().Done():

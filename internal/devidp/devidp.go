@@ -145,11 +145,18 @@ type Caller struct {
 	Scope string
 	// Chain lists the earlier hops, oldest first; Agent is the current actor.
 	Chain []string
+	// ChainScopes, when set, is the scope each earlier hop was granted
+	// (space-separated, aligned with Chain), recorded in its act claim as
+	// writ's STS records it: what AUTHORITY_WIDENED compares.
+	ChainScopes []string
 	// MayAct names the actors that may exchange the token (RFC 8693 may_act,
 	// {"sub": [...]}); none: no may_act claim.
 	MayAct []string
-	// Expires defaults to an hour from now.
+	// Expires defaults to an hour from now; in the past, the token is
+	// expired (issued an hour before it expired).
 	Expires time.Time
+	// NotBefore, when set, is the token's nbf claim.
+	NotBefore time.Time
 }
 
 // Claims are c's claims: sub is the user, act the RFC 8693 chain with Agent as
@@ -160,8 +167,15 @@ func (p *Provider) Claims(c Caller) map[string]any {
 	if exp.IsZero() {
 		exp = now.Add(time.Hour)
 	}
+	iat := now
+	if !exp.After(now) {
+		iat = exp.Add(-time.Hour)
+	}
 	claims := map[string]any{"iss": p.Issuer, "aud": p.Audience, "sub": c.User, "tenant": c.Tenant,
-		"scope": c.Scope, "iat": now.Unix(), "exp": exp.Unix()}
+		"scope": c.Scope, "iat": iat.Unix(), "exp": exp.Unix()}
+	if !c.NotBefore.IsZero() {
+		claims["nbf"] = c.NotBefore.Unix()
+	}
 	if c.Classification != "" {
 		claims["classification"] = c.Classification
 	}
@@ -169,6 +183,9 @@ func (p *Provider) Claims(c Caller) map[string]any {
 	cur := act
 	for i := len(c.Chain) - 1; i >= 0; i-- {
 		next := map[string]any{"sub": c.Chain[i]}
+		if i < len(c.ChainScopes) {
+			next["scope"] = c.ChainScopes[i]
+		}
 		cur["act"] = next
 		cur = next
 	}

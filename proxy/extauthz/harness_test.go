@@ -24,6 +24,7 @@ import (
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -122,7 +123,7 @@ agents:
 	if w.px, err = proxy.New(w.cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log}); err != nil {
 		t.Fatal(err)
 	}
-	sc := proxy.NewSidecar(w.px, nil)
+	sc := sidecar.New(w.px, w.cfg.Limits, log, nil)
 	w.sidecar = httptest.NewUnstartedServer(sc)
 	w.sidecar.Config = sc.HTTPServer("")
 	w.sidecar.Start()

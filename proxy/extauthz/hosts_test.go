@@ -22,6 +22,7 @@ import (
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/extproc/extproctest"
+	sidecardoor "github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -83,7 +84,7 @@ agents:
 		t.Fatal(err)
 	}
 	t.Cleanup(core.Close)
-	sidecar := httptest.NewServer(proxy.NewSidecar(core, nil))
+	sidecar := httptest.NewServer(sidecardoor.New(core, cfg.Limits, quiet, nil))
 	t.Cleanup(sidecar.Close)
 	ext, err := New(core, ident, cfg, quiet)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/envoyreq"
@@ -17,11 +18,21 @@ import (
 const HeadersToRemoveHeader = "X-Envoy-Auth-Headers-To-Remove"
 
 // RequestHeaders are the request headers writ reads besides Authorization,
-// lower-cased. Envoy's http_service mode forwards only the headers its
-// allowed_headers name (and Host, :method, :path, Content-Length, Authorization),
-// so an HTTP-mode Envoy config must list every one of them.
-var RequestHeaders = []string{"content-type", "a2a-version", "a2a-extensions", "x-a2a-extensions",
-	"writ-data-classification", PartialBodyHeader}
+// lower-cased and sorted: every header a protocol of the table reads
+// (adapters.DecisionHeaders) and Envoy's partial-body flag. Envoy's
+// http_service mode forwards only the headers its allowed_headers name (and
+// Host, :method, :path, Content-Length, Authorization), so an HTTP-mode Envoy
+// config must list exactly these.
+func RequestHeaders() []string {
+	var out []string
+	for _, h := range append(adapters.DecisionHeaders(), PartialBodyHeader) {
+		if h = strings.ToLower(h); !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
 
 // ServeHTTP is the HTTP ext_authz server (Envoy's http_service mode). Envoy sends
 // the client's request as it came — method, path below envoy.http_path_prefix,

@@ -99,7 +99,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 // not forward is logged and let through (dry reports that), except requests
 // for writ's own directory, which no agent behind Envoy could answer.
 func (s *Server) decide(ctx context.Context, inc proxy.Incoming) (out proxy.Outcome, dry bool) {
-	inc.Mode = events.ModeExtAuthz
+	inc.Mode, inc.Routed = events.ModeExtAuthz, true
 	out = s.core.Admit(ctx, inc)
 	if out.Kind == proxy.Forward || !s.cfg.DryRun || out.Operation == task.OpDiscover {
 		return out, false

@@ -14,6 +14,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -98,20 +99,21 @@ func (a *jsonAnswer) end() {
 func (a *jsonAnswer) close()       {}
 func (a *jsonAnswer) invalid() int { return a.over }
 
-// sseAnswer relays an SSE stream through Plan.Relay: each chunk Envoy shows is
-// fed to the relay, and what the relay passes on for it — the whole events
-// completed so far, exactly as the sidecar writes them — replaces the chunk.
+// sseAnswer relays an SSE stream through the plan's relay (Plan.Chunks):
+// each chunk Envoy shows is fed to the relay, and what the relay passes on
+// for it — the whole events completed so far, exactly as the sidecar writes
+// them — replaces the chunk.
 type sseAnswer struct {
 	st *stream
-	f  *feeder
+	c  *proxy.Chunks
 }
 
 func newSSEAnswer(st *stream) *sseAnswer {
-	return &sseAnswer{st: st, f: newFeeder(st.ctx, st.plan)}
+	return &sseAnswer{st: st, c: st.plan.Chunks(st.ctx)}
 }
 
 func (a *sseAnswer) chunk(data []byte, eos bool) *extprocv3.CommonResponse {
-	out := a.f.feed(data, eos)
+	out := a.c.Feed(data, eos)
 	if eos {
 		a.record()
 	}
@@ -127,21 +129,21 @@ func (a *sseAnswer) chunk(data []byte, eos bool) *extprocv3.CommonResponse {
 // end: trailers ended the stream; an event the agent left unfinished is
 // dropped (a trailers message carries no body).
 func (a *sseAnswer) end() {
-	if out := a.f.feed(nil, true); len(out) > 0 {
+	if out := a.c.Feed(nil, true); len(out) > 0 {
 		a.st.s.log.Info("the end of a stream was cut by trailers", "agent", a.st.out.Route, "bytes", len(out))
 	}
 	a.record()
 }
 
-// record notes how the relay ended.
+// record notes how the relay ended (a stream that broke off is logged where
+// it broke).
 func (a *sseAnswer) record() {
-	if err := a.f.err(); err != nil && a.st.ctx.Err() == nil {
-		a.st.ev.UpstreamFailure = events.UpstreamBroken
-		a.st.s.log.Warn("upstream stream ended with an error", "agent", a.st.out.Route, "error", err)
+	if failure := a.c.Failure(); failure != "" {
+		a.st.ev.UpstreamFailure = failure
 	}
 }
 
-func (a *sseAnswer) close()       { a.f.abort() }
+func (a *sseAnswer) close()       { a.c.Abort() }
 func (a *sseAnswer) invalid() int { return 0 }
 
 // blindAnswer is the body of an answer whose headers Envoy did not show

@@ -18,7 +18,7 @@
 //     envoy.max_response_bytes) goes through Plan.Answer, which records it in
 //     the lifecycle store, notifies push callbacks, follows tasks, and filters
 //     listings to the caller's own tasks (the filtered body replaces the
-//     agent's); an SSE answer is fed chunk by chunk into Plan.Relay, whose
+//     agent's); an SSE answer is fed chunk by chunk into Plan.Chunks, whose
 //     event-aligned output replaces each chunk.
 //
 // What happens when Envoy's processing mode or message timeout keeps a phase

@@ -53,7 +53,7 @@ var errNoBody = errors.New("the Envoy ext_proc filter does not send writ the who
 
 // stream is one HTTP request and its answer, as Envoy shows them on one
 // Process stream. It is used by the stream's goroutine only (the SSE relay
-// runs in its own goroutine behind a feeder).
+// runs in its own goroutine behind proxy.Chunks).
 type stream struct {
 	s     *Server
 	ctx   context.Context
@@ -198,7 +198,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 	}
 	_, rawQuery, _ := strings.Cut(target, "?")
 	st.remove = writheader.Spellings(hdr)
-	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Method: pseudo[":method"], Path: path, RawPath: raw, Route: route,
+	st.inc = &proxy.Incoming{Mode: events.ModeExtProc, Routed: true, Method: pseudo[":method"], Path: path, RawPath: raw, Route: route,
 		Query: query, RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
 	if st.s.trusted != nil {

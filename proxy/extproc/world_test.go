@@ -32,7 +32,9 @@ import (
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/extproc/extproctest"
+	"github.com/writ-authz/writ/proxy/follow"
 	"github.com/writ-authz/writ/proxy/push"
+	"github.com/writ-authz/writ/proxy/sidecar"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -356,12 +358,12 @@ envoy: {ext_proc_listen: '127.0.0.1:0'}
 	t.Cleanup(func() { _ = deliverer.Close(context.Background()) })
 	log := slog.New(slog.NewTextHandler(w.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	if w.core, err = proxy.New(w.cfg, proxy.Deps{Identity: ident, Engine: engine, Store: w.store, Logger: log, Push: deliverer,
-		Events: w.served}); err != nil {
+		Events: w.served, Follow: follow.New(follow.Options{Store: w.store, Lifecycle: w.cfg.Lifecycle, Logger: log})}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.core.Close)
 	if d.envoy == nil {
-		sc := proxy.NewSidecar(w.core, nil)
+		sc := sidecar.New(w.core, w.cfg.Limits, log, nil)
 		srv := httptest.NewUnstartedServer(sc)
 		srv.Config = sc.HTTPServer("")
 		srv.Start()

@@ -20,8 +20,8 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
-	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/task/lease"
 )
 
 // Notification is one rendered push notification for one callback.

@@ -12,8 +12,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/writ-authz/writ/proxy/lease"
 	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/task/lease"
 )
 
 // DefaultLease is how long a notification stays leased to a Deliverer that

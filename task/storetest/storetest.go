@@ -71,7 +71,7 @@ func Record(id string, st task.State) task.Record {
 			Classification: task.Internal,
 			Artifacts:      []string{"draft"},
 		},
-		Agent: Agent, Protocol: "a2a", Version: "1.0",
+		Agent: Agent, Protocol: "proto", Version: "1.0", // opaque to a store
 	}
 }
 

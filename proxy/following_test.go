@@ -40,14 +40,14 @@ func TestFollowSpecKeepsNoCredentials(t *testing.T) {
 		req:    task.Request{Operation: task.OpSend, Protocol: task.Protocol{Name: "a2a", Version: "1.0", Binding: task.BindingJSONRPC}, Tenant: "t"},
 		caller: caller, dec: authz.Decision{ID: "dec-1"},
 		input: &authz.Input{Task: authz.InputTask{Classification: "restricted"}}}
-	raw, err := json.Marshal(specOf(x, "task-1"))
+	raw, err := json.Marshal((&Plan{x: x}).FollowSpec("task-1"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(string(raw), "secret") {
 		t.Fatalf("a credential is kept: %s", raw)
 	}
-	var s followSpec
+	var s FollowSpec
 	if err := json.Unmarshal(raw, &s); err != nil {
 		t.Fatal(err)
 	}
@@ -55,16 +55,17 @@ func TestFollowSpecKeepsNoCredentials(t *testing.T) {
 		s.Protocol.Version != "1.0" || len(s.Header) != 2 || s.Header.Get("A2A-Version") != "1.0" {
 		t.Fatalf("spec %+v", s)
 	}
-	c := &Core{routes: []*route{rt}}
-	y, err := c.exchangeOf(s)
+	c := &Core{byName: map[string]*route{a.Name: rt}}
+	yp, err := c.Resume(s)
 	if err != nil {
 		t.Fatal(err)
 	}
+	y := yp.x
 	if writheader.CallerValue(y.caller) != writheader.CallerValue(caller) || y.dec.ID != "dec-1" || y.inc.Header.Get("Authorization") != "" ||
 		y.inc.Header.Get("X-A2A-Extensions") != "https://ext.example/v1" || y.req.Protocol != s.Protocol {
 		t.Fatalf("rebuilt exchange %+v", y)
 	}
-	if _, err := c.exchangeOf(followSpec{V: 1, Agent: "gone"}); err == nil {
+	if _, err := c.Resume(FollowSpec{V: 1, Agent: "gone"}); err == nil {
 		t.Fatal("an agent no longer configured was resumed")
 	}
 }

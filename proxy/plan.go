@@ -59,6 +59,38 @@ type Plan struct {
 	// failed is set when this request's answer revealed a task that could not
 	// be recorded (the store failed): the answer must not reach the caller.
 	failed error
+	// deferred is the store as this plan's answers write it (writes).
+	deferred task.Deferred
+}
+
+// writes is the lifecycle store as the plan's answers write it: deferred
+// (task.Defer), so that everything one answer reveals — the task and its
+// owner, its context's owner, its push config, its state — is applied as it
+// comes and made durable by one sync, before the answer is passed on, rather
+// than each write waiting for a commit of its own (the file store: an
+// fsync). Reads through it see those writes at once.
+func (p *Plan) writes() task.Deferred {
+	if p.deferred == nil {
+		p.deferred = task.Defer(p.core.store)
+	}
+	return p.deferred
+}
+
+// sync makes what the answer just observed durable before the answer reaches
+// the caller (docs/state.md: a write that reveals a task is durable before
+// the answer that reveals it). A store that cannot sets p.failed: the answer
+// is refused, logged and counted like any store failure.
+func (p *Plan) sync(ctx context.Context) {
+	if p.deferred == nil || p.failed != nil {
+		return
+	}
+	if err := p.deferred.Sync(ctx); err != nil {
+		c := p.core
+		c.stats.StoreErrors.Add(1)
+		c.log.Error("lifecycle store: what the answer revealed could not be made durable; the answer is refused",
+			"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "error", err)
+		p.failed = err
+	}
 }
 
 // forward is the Forward outcome of an allowed request.
@@ -164,6 +196,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		return nil, &out
 	}
 	c.observe(ctx, p, events)
+	p.sync(ctx)
 	if p.failed != nil {
 		out := p.Fail(p.failure()) // logged and counted where it failed
 		return nil, &out

@@ -118,7 +118,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	if store.queue != nil {
 		work = &follow.Work{Queue: store.queue, Holder: holder, Lease: cfg.Store.WorkLease}
 	}
-	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Events: bus,
+	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store.Store, Logger: log, Events: bus,
 		Push: notifier(deliverer), Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: log, Work: work})})
 	if err != nil {
 		return nil, err

@@ -98,7 +98,9 @@ type Core struct {
 	notifier Notifier
 	// follower follows the tasks that outlive their request (nil: none).
 	follower Follower
-	stats    Stats
+	// egress is egress mode (egress.go); nil when it is off.
+	egress *egressSide
+	stats  Stats
 }
 
 // Stats counts what the core did, for tests.
@@ -114,6 +116,8 @@ type route struct {
 	upstream *url.URL
 	edges    adapters.Route
 	cards    *cardCache
+	// egress is set on an egress target's route (egress.targets[]).
+	egress *config.EgressTarget
 }
 
 // New builds the core from a validated config.
@@ -151,6 +155,12 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		c.byHost = c.byHost || len(a.Hosts) > 0
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
+	if cfg.Egress.Enabled() {
+		var err error
+		if c.egress, err = newEgress(c, &cfg.Egress); err != nil {
+			return nil, err
+		}
+	}
 	if d.Follow != nil {
 		// Last: a follower may resume followed tasks at once, on these routes.
 		c.follower = d.Follow(c)

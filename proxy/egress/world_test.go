@@ -347,6 +347,18 @@ func (w *world) token(c proxytest.Caller) string {
 	return tok
 }
 
+// own is a credential of the local agent's own for user: a token issued to
+// it (azp), without an act chain: what a root call presents.
+func (w *world) own(user string) string {
+	w.t.Helper()
+	tok, err := w.idp.Sign(map[string]any{"iss": proxytest.Issuer, "aud": "writ", "sub": user, "azp": local,
+		"scope": "delegate", "tenant": "wholesale", "exp": time.Now().Add(time.Hour).Unix()})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return tok
+}
+
 // inbound sends a task to the local agent through writ A with token, and
 // returns the Writ-Decision-Id the agent received with it: the parent its
 // outbound calls name.
@@ -435,4 +447,10 @@ func freePort(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// devidpCaller is c as the IdP signs it, with may_act naming mayAct.
+func devidpCaller(c proxytest.Caller, mayAct []string) devidp.Caller {
+	return devidp.Caller{Agent: c.Agent, User: c.User, Tenant: c.Tenant, Classification: c.Class, Scope: c.Scopes,
+		Chain: c.Chain, ChainScopes: c.ChainScopes, MayAct: mayAct}
 }

@@ -221,6 +221,9 @@ type worldOptions struct {
 	policies []string
 	// linkTTL is egress.link_ttl (default the default).
 	linkTTL string
+	// agent, when set, starts the local agent given the egress listener's
+	// URL and returns its base URL (default: a fake agent).
+	agent func(egressURL string) string
 }
 
 func newWorld(t *testing.T, opt worldOptions) *world {
@@ -270,6 +273,11 @@ agents:
 `, proxytest.Policies(), w.sts.Issuer(), screener, stsJWKS, screener, w.screener.URL))
 
 	w.agentA = proxytest.NewFakeAgent(t, nil)
+	egressAddr := freePort(t)
+	agentURL := w.agentA.Srv.URL
+	if opt.agent != nil {
+		agentURL = opt.agent("http://" + egressAddr)
+	}
 	w.raw = proxytest.NewFakeAgent(t, nil)
 	w.trap = proxytest.NewFakeAgent(t, nil)
 	policies := opt.policies
@@ -297,7 +305,7 @@ agents:
   - {name: %s, upstream: %q, protocol: a2a, max_data_classification: restricted, security_schemes: [oauth2]}
   - {name: other, route: /other, upstream: %q, protocol: a2a, max_data_classification: restricted, security_schemes: [oauth2]}
 egress:
-  listen: 127.0.0.1:0
+  listen: %s
   agent: %s
   trusted_hosts: [127.0.0.1]
 %s  exchange:
@@ -307,7 +315,7 @@ egress:
     client_secret_file: %q
     timeout: 1s
   targets:
-`, pols, proxytest.Issuer, w.idp.JWKSFile, local, w.agentA.Srv.URL, w.agentA.Srv.URL, local, ttl,
+`, pols, proxytest.Issuer, w.idp.JWKSFile, local, agentURL, w.agentA.Srv.URL, egressAddr, local, ttl,
 		w.sts.Issuer(), w.front.srv.URL+"/token", local, secretFile)+
 		target(screener, w.b.url, ", tenants: [wholesale, retail], skills: [{id: screen, tags: [sanctions]}]")+
 		target("raw", w.raw.Srv.URL, ", skills: [{id: echo, tags: [echo]}]")+
@@ -453,4 +461,22 @@ func freePort(t *testing.T) string {
 func devidpCaller(c proxytest.Caller, mayAct []string) devidp.Caller {
 	return devidp.Caller{Agent: c.Agent, User: c.User, Tenant: c.Tenant, Classification: c.Class, Scope: c.Scopes,
 		Chain: c.Chain, ChainScopes: c.ChainScopes, MayAct: mayAct}
+}
+
+// send10 sends an A2A 1.0 SendMessage to the local agent through writ A and
+// returns the status and body.
+func (w *world) send10(path, token string) (int, string) {
+	w.t.Helper()
+	req, _ := http.NewRequest("POST", w.a.url+path, strings.NewReader(
+		`{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"messageId":"m-1","role":"ROLE_USER","parts":[{"text":"screen Acme"}]}}}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("A2A-Version", "1.0")
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }

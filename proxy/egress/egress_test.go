@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/events"
-	"github.com/writ-authz/writ/internal/proxytest"
 )
 
 // TestDelegationGrowsTheChainByOneHop: the local agent's call, linked to the
@@ -79,12 +78,11 @@ func assertNeverLeft(t *testing.T, w *world, secrets ...string) {
 		raw, _ := json.Marshal(o.Header)
 		seen = append(seen, string(raw), o.Body)
 	}
-	for _, f := range []*proxytest.FakeAgent{w.raw, w.trap} {
+	for _, f := range []*fakeAgent{w.raw, w.trap} {
+		bodies := f.Bodies()
 		for i, r := range f.Requests() {
 			raw, _ := json.Marshal(r.Header)
-			f.Mu.Lock()
-			seen = append(seen, string(raw), string(f.Body[i]))
-			f.Mu.Unlock()
+			seen = append(seen, string(raw), string(bodies[i]))
 		}
 	}
 	for _, s := range seen {

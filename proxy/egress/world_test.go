@@ -55,17 +55,23 @@ const (
 var orchestrator = proxytest.Caller{Agent: "orchestrator", User: "u-42", Tenant: "wholesale", Class: "restricted",
 	Scopes: "delegate pay"}
 
-// recorder keeps every decision event.
+// recorder keeps every decision event (counts them only, when drop is set:
+// benchmarks).
 type recorder struct {
 	events.Nop
+	drop      atomic.Bool
 	mu        sync.Mutex
 	decisions []events.Decision
+	count     int
 }
 
 func (r *recorder) Decided(d events.Decision) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.decisions = append(r.decisions, d)
+	r.count++
+	if !r.drop.Load() {
+		r.decisions = append(r.decisions, d)
+	}
 }
 
 // egressDecisions are the egress decisions so far.
@@ -92,7 +98,7 @@ type writ struct {
 }
 
 // startWrit builds a writ from a writ.yaml document.
-func startWrit(t *testing.T, yaml string) *writ {
+func startWrit(t testing.TB, yaml string) *writ {
 	t.Helper()
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
@@ -150,7 +156,7 @@ type stsFront struct {
 	calls atomic.Int64 // token exchanges that reached the front
 }
 
-func newSTSFront(t *testing.T, stsURL string) *stsFront {
+func newSTSFront(t testing.TB, stsURL string) *stsFront {
 	target, err := url.Parse(stsURL)
 	if err != nil {
 		t.Fatal(err)
@@ -202,15 +208,15 @@ func newSTSFront(t *testing.T, stsURL string) *stsFront {
 
 // world is the whole cast.
 type world struct {
-	t        *testing.T
+	t        testing.TB
 	idp      *devidp.Provider
 	sts      *sts.Server
 	front    *stsFront
 	a, b     *writ
-	agentA   *proxytest.FakeAgent
+	agentA   *fakeAgent
 	screener *seedagents.Agent
-	raw      *proxytest.FakeAgent
-	trap     *proxytest.FakeAgent
+	raw      *fakeAgent
+	trap     *fakeAgent
 	// verify verifies the STS's tokens as a target's writ does.
 	verify *identity.Resolver
 }
@@ -226,7 +232,7 @@ type worldOptions struct {
 	agent func(egressURL string) string
 }
 
-func newWorld(t *testing.T, opt worldOptions) *world {
+func newWorld(t testing.TB, opt worldOptions) *world {
 	t.Helper()
 	w := &world{t: t}
 	dir := t.TempDir()
@@ -272,14 +278,14 @@ agents:
      max_data_classification: restricted, security_schemes: [oauth2], skills: [{id: screen, tags: [sanctions]}]}
 `, proxytest.Policies(), w.sts.Issuer(), screener, stsJWKS, screener, w.screener.URL))
 
-	w.agentA = proxytest.NewFakeAgent(t, nil)
+	w.agentA = newFakeAgent(t)
 	egressAddr := freePort(t)
-	agentURL := w.agentA.Srv.URL
+	agentURL := w.agentA.URL
 	if opt.agent != nil {
 		agentURL = opt.agent("http://" + egressAddr)
 	}
-	w.raw = proxytest.NewFakeAgent(t, nil)
-	w.trap = proxytest.NewFakeAgent(t, nil)
+	w.raw = newFakeAgent(t)
+	w.trap = newFakeAgent(t)
 	policies := opt.policies
 	if len(policies) == 0 {
 		policies = []string{proxytest.Policies()}
@@ -315,25 +321,25 @@ egress:
     client_secret_file: %q
     timeout: 1s
   targets:
-`, pols, proxytest.Issuer, w.idp.JWKSFile, local, agentURL, w.agentA.Srv.URL, egressAddr, local, ttl,
+`, pols, proxytest.Issuer, w.idp.JWKSFile, local, agentURL, w.agentA.URL, egressAddr, local, ttl,
 		w.sts.Issuer(), w.front.srv.URL+"/token", local, secretFile)+
 		target(screener, w.b.url, ", tenants: [wholesale, retail], skills: [{id: screen, tags: [sanctions]}]")+
-		target("raw", w.raw.Srv.URL, ", skills: [{id: echo, tags: [echo]}]")+
-		target("internal-only", w.trap.Srv.URL, ", max_data_classification: internal")+
-		target("retail-only", w.trap.Srv.URL, ", tenants: [retail]")+
-		target("orchestrator", w.trap.Srv.URL, "")+
-		target(local, w.trap.Srv.URL, ""))
+		target("raw", w.raw.URL, ", skills: [{id: echo, tags: [echo]}]")+
+		target("internal-only", w.trap.URL, ", max_data_classification: internal")+
+		target("retail-only", w.trap.URL, ", tenants: [retail]")+
+		target("orchestrator", w.trap.URL, "")+
+		target(local, w.trap.URL, ""))
 	return w
 }
 
-func write(t *testing.T, path, s string) {
+func write(t testing.TB, path, s string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(s), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-func get(t *testing.T, u string) []byte {
+func get(t testing.TB, u string) []byte {
 	t.Helper()
 	resp, err := http.Get(u)
 	if err != nil {
@@ -447,7 +453,7 @@ func bearer(h http.Header) string {
 }
 
 // freePort is an address nothing listens on.
-func freePort(t *testing.T) string {
+func freePort(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -479,4 +485,42 @@ func (w *world) send10(path, token string) (int, string) {
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
+}
+
+// fakeAgent is an A2A 1.0 JSON-RPC upstream that answers a completed task
+// and records what reached it.
+type fakeAgent struct {
+	URL  string
+	mu   sync.Mutex
+	seen []*http.Request
+	body [][]byte
+}
+
+func newFakeAgent(t testing.TB) *fakeAgent {
+	f := &fakeAgent{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.seen, f.body = append(f.seen, r), append(f.body, b)
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}}`)
+	}))
+	t.Cleanup(srv.Close)
+	f.URL = srv.URL
+	return f
+}
+
+// Requests are the requests that reached the agent.
+func (f *fakeAgent) Requests() []*http.Request {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*http.Request(nil), f.seen...)
+}
+
+// Bodies are their bodies.
+func (f *fakeAgent) Bodies() [][]byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([][]byte(nil), f.body...)
 }

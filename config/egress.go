@@ -188,10 +188,10 @@ func (t *EgressTarget) validate(key string, seen map[string]bool, bad func(key, 
 		bad(key+".name", "required")
 	case seen[t.Name]:
 		bad(key+".name", "%q is used twice", t.Name)
-	case strings.ContainsAny(t.Name, "/%?#\\") || strings.TrimSpace(t.Name) != t.Name:
+	case strings.ContainsAny(t.Name, "/%?#\\") || strings.TrimSpace(t.Name) != t.Name || t.Name == "." || t.Name == "..":
 		// The name is a path segment of /to/{name}/...: it must read alike
 		// to every router.
-		bad(key+".name", "%q: a target's name has no /, %%, ?, #, \\ or surrounding spaces", t.Name)
+		bad(key+".name", "%q: a target's name is a plain path segment: no /, %%, ?, #, \\, surrounding spaces, nor . or ..", t.Name)
 	}
 	seen[t.Name] = true
 	if u, err := url.Parse(t.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {

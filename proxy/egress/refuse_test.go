@@ -81,9 +81,9 @@ func TestRefusedAtEgress(t *testing.T) {
 // PARENT_UNKNOWN before any decision, exchange or byte out.
 func TestParentMustBeLive(t *testing.T) {
 	w := newWorld(t, worldOptions{linkTTL: "1s"})
-	foreign := w.inboundTo("/other/", w.token(orchestrator)) // a request to the other agent
 	expired := w.inbound(w.token(orchestrator))
 	time.Sleep(1100 * time.Millisecond)
+	foreign := w.inboundTo("/other/", w.token(orchestrator)) // a live request, to the other agent
 	for name, parent := range map[string]string{"made up": "0123456789abcdef01234567", "another agent's": foreign,
 		"expired": expired} {
 		t.Run(name, func(t *testing.T) {

@@ -106,3 +106,32 @@ func TestSTSRefusal(t *testing.T) {
 		t.Fatalf("not counted: %+v", w.a.egress.Stats())
 	}
 }
+
+// TestTokenForAnotherDelegation: the STS answers with a good token, for the
+// right target, but for another delegation than the one decided on.
+// Threat: a confused or compromised STS (or whatever sits between writ and
+// it) hands back a token whose chain is not the one the policy decided —
+// another caller's, a shorter or a longer one — and the target's writ, which
+// only sees that token, decides on a delegation writ never approved.
+// Defence: Plan.Delegate checks the token's act chain (exactly the decided
+// chain plus this agent), its txn and its sub against the decision before
+// anything is forwarded; a token that differs is a 502, nothing goes out.
+func TestTokenForAnotherDelegation(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	mallory := orchestrator
+	mallory.Agent = "mallory"
+	w.front.swap.Store(w.token(mallory))
+	w.front.mode.Store("swap_subject")
+	parent := w.inbound(w.token(orchestrator))
+	resp, body := w.call(parent, "/to/"+screener+"/", send03, nil)
+	if resp.StatusCode != 502 || !strings.Contains(string(body), "chain_mismatch") {
+		t.Fatalf("a token for another delegation: %d %s", resp.StatusCode, body)
+	}
+	if n := len(w.screener.Requests()); n != 0 {
+		t.Fatalf("forwarded with another delegation's token (%d requests)", n)
+	}
+	eg := w.a.rec.egressDecisions()
+	if d := eg[len(eg)-1]; d.Refused != "exchange:chain_mismatch" || !slices.Equal(d.Intermediaries, []string{"orchestrator", local}) {
+		t.Fatalf("the decision %+v", d)
+	}
+}

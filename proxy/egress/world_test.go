@@ -152,8 +152,11 @@ func startWrit(t testing.TB, yaml string) *writ {
 // looks like to the exchange client.
 type stsFront struct {
 	srv   *httptest.Server
-	mode  atomic.Value // string: "" (pass), "down", "slow", "garbage", "wrong_audience"
+	mode  atomic.Value // string: "" (pass), "down", "slow", "garbage", "wrong_audience", "swap_subject"
 	calls atomic.Int64 // token exchanges that reached the front
+	// swap is the subject token "swap_subject" exchanges instead of the
+	// one asked for: the STS answers for another delegation.
+	swap atomic.Value // string
 }
 
 func newSTSFront(t testing.TB, stsURL string) *stsFront {
@@ -196,6 +199,9 @@ func newSTSFront(t testing.TB, stsURL string) *stsFront {
 		case mode == "wrong_audience" && exchange:
 			// The real STS signs a good token, for another target.
 			form.Set("audience", "agent:raw")
+			body = []byte(form.Encode())
+		case mode == "swap_subject" && exchange:
+			form.Set("subject_token", f.swap.Load().(string))
 			body = []byte(form.Encode())
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -178,6 +178,9 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	if renderer, ok := adapters.Directory(inc.Method, inc.Path); ok {
 		return c.directoryFor(ctx, inc, renderer, start)
 	}
+	if inc.Path == JWKSPath && (inc.Method == http.MethodGet || inc.Method == http.MethodHead) {
+		return c.serveJWKS() // public keys: no caller, no decision
+	}
 	rt, rest, out, ok := c.routeOf(inc)
 	if !ok {
 		return out

@@ -203,10 +203,14 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		if !ok {
 			break
 		}
-		// The extended card is rewritten like the public one: the agent's own
-		// address, schemes and unpublished skills never reach the caller.
-		rewritten, err := ext.RewriteCardAnswer(&x.req, status, body, func(card *task.AgentCard) *task.AgentCard {
-			return c.publish(x.rt, card)
+		// The extended card is checked, rewritten and signed like the public
+		// one: a card whose signatures do not verify is not passed on, and the
+		// agent's own address, schemes and unpublished skills never reach the
+		// caller.
+		rewritten, err := ext.RewriteCardAnswer(&x.req, status, body, wire.CardRewrite{
+			Verify:  func(card []byte) ([]byte, error) { return c.checkCard(ctx, x.rt, x.edge, card) },
+			Publish: func(card *task.AgentCard) *task.AgentCard { return c.publish(x.rt, card) },
+			Sign:    x.rt.signer,
 		})
 		if err != nil {
 			p.invalid++

@@ -1,7 +1,7 @@
 // A real A2A 1.0 agent on @a2a-js/sdk 1.3.0, for writ's tests.
 //
 //   node agent.mjs --agent sanctions|clarifier|slow|librarian|delegator [--port 0] [--card-url URL]
-//                  [--delay MS] [--ignore-stdin] [--egress URL --delegate-to NAME]
+//                  [--delay MS] [--ignore-stdin] [--sign [--jku URL]] [--egress URL --delegate-to NAME]
 //
 // Behaviours (the seed's worked example; the Go twins are in internal/seedagents):
 //   sanctions  working -> artifact "sanctions-screening" (text "<beneficiary>: 1 possible
@@ -37,14 +37,19 @@
 // context's). legacyCompat is off: requests without `A2A-Version: 1.0` are
 // refused with -32009.
 //
+// --sign signs the card with the SDK's own generateAgentCardSignature (ES256, a key
+// generated at start, protected header {alg, kid, typ: JOSE, jku}) and serves the
+// key's JWKS at GET /jwks.json; the jku is --jku, by default that JWKS.
+//
 // Binds 127.0.0.1 only. Prints exactly one line, `READY <port>`, to stdout once
 // listening. Exits on SIGTERM/SIGINT, and when stdin closes (so a test that dies does
 // not leak it) unless --ignore-stdin is given.
 
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { generateKeyPairSync } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import express from 'express';
-import { AgentCard, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
+import { AgentCard, AGENT_CARD_PATH, TaskState, generateAgentCardSignature } from '@a2a-js/sdk';
 import { InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
 import { dataPart, shortState, textOf, textPart, userMessage } from './a2a-values.mjs';
@@ -64,6 +69,8 @@ const { values: args } = parseArgs({
     egress: { type: 'string', default: '' },
     'delegate-to': { type: 'string', default: '' },
     'ignore-stdin': { type: 'boolean', default: false },
+    sign: { type: 'boolean', default: false },
+    jku: { type: 'string', default: '' },
   },
 });
 
@@ -256,12 +263,21 @@ const card = {
   iconUrl: undefined,
 };
 
+// The signing key (--sign): its public half is served at /jwks.json.
+const signing = args.sign ? generateKeyPairSync('ec', { namedCurve: 'P-256' }) : undefined;
+const KID = 'agent-card-key-1';
+const jwks = signing ? { keys: [{ ...signing.publicKey.export({ format: 'jwk' }), kid: KID, alg: 'ES256', use: 'sig' }] } : { keys: [] };
+let signedCard; // a promise of the signed card, once the port is known
+
 const handler = new SeedHandler(card, new InMemoryTaskStore(), new SeedExecutor());
 const userBuilder = UserBuilder.noAuthentication;
 const app = express();
 app.get('/_writ/requests', (_req, res) => res.json(seen.map(({ rpc, decisionId, ...o }) => o)));
 app.use((req, _res, next) => requestStore.run(record(req), next));
-app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: async () => AgentCard.toJSON(card) }));
+app.get('/jwks.json', (_req, res) => res.json(jwks));
+app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({
+  agentCardProvider: async () => AgentCard.toJSON(signedCard ? await signedCard : card),
+}));
 app.post('/', jsonRpcHandler({ requestHandler: handler, userBuilder }));
 app.use(restHandler({ requestHandler: handler, userBuilder }));
 
@@ -273,5 +289,9 @@ serve(app, {
       { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
       { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
     );
+    if (signing) {
+      const jku = args.jku || `http://127.0.0.1:${port}/jwks.json`;
+      signedCard = generateAgentCardSignature(signing.privateKey, { alg: 'ES256', kid: KID, typ: 'JOSE', jku })(card);
+    }
   },
 });

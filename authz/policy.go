@@ -46,6 +46,8 @@ type Policy struct {
 	// noPartial: every target evaluates the whole policy.
 	noPartial bool
 	targets   targets
+	// required is the scopes each operation requires (RequiredScopes).
+	required requiredScopes
 }
 
 // TestSummary counts the results of a policy set's own Rego tests.

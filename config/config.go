@@ -50,6 +50,9 @@ type Config struct {
 	// Envoy runs writ as Envoy's external authorization service as well (off
 	// unless a listener is named).
 	Envoy Envoy `yaml:"envoy"`
+	// Egress is egress mode: a listener for the protected agent's own
+	// outbound calls (off unless egress.listen is set; config/egress.go).
+	Egress Egress `yaml:"egress"`
 	// Push configures push notifications, which writ handles itself.
 	Push Push `yaml:"push"`
 	// Cards configures the signatures of agent cards: the key writ signs the
@@ -574,6 +577,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.Envoy.applyDefaults()
 	c.Store.applyDefaults()
+	c.Egress.applyDefaults(c.Agents)
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.Protocol == "" {
@@ -760,6 +764,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.Egress.validate(c, bad)
 	c.validateFacts(bad)
 	return ps.err()
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"reflect"
 	"sort"
 	"strings"
@@ -122,6 +123,11 @@ func (c *Config) Warnings() []Problem {
 	}
 	if c.AdminTokenFile == "" && !c.AdminLoopback() {
 		ps.add("admin", "the admin listener is not on loopback and admin_token_file is not set: its operator routes (task records, the policy, reload, pprof) answer 403; /healthz, /readyz and /metrics stay open")
+	}
+	if c.Egress.Enabled() && c.Egress.AllowRemote {
+		if h, _, err := net.SplitHostPort(c.Egress.Listen); err == nil && !loopbackHost(h) {
+			ps.add("egress.allow_remote", "the egress listener is not on loopback: whoever reaches it and knows a forwarded request's decision id acts with that request's authority")
+		}
 	}
 	for i, a := range c.Agents {
 		if a.RequireSignedCard && a.CardKeys == "" {

@@ -17,10 +17,13 @@ const (
 	ModeSidecar  = "sidecar"
 	ModeExtAuthz = "ext_authz"
 	ModeExtProc  = "ext_proc"
+	// ModeEgress: a call the protected agent made through writ's egress
+	// listener.
+	ModeEgress = "egress"
 )
 
 // Modes lists every mode, for bounded metric labels.
-var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc}
+var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc, ModeEgress}
 
 // Directions: whether a decision was about a request coming in to the
 // protected agent or going out from it (egress mode). "" is ingress.

@@ -105,6 +105,8 @@ type Core struct {
 	// agents' card signatures name, through the card-fetch SSRF guard.
 	cardKey *cardKey
 	jku     *http.Client
+	// egress is egress mode (egress.go); nil when it is off.
+	egress *egressSide
 }
 
 // Stats counts what the core did, for tests.
@@ -125,6 +127,8 @@ type route struct {
 	// keys the agent's own card may be signed with (agents[].card_keys).
 	signer   wire.Signer
 	cardKeys *jose.JSONWebKeySet
+	// egress is set on an egress target's route (egress.targets[]).
+	egress *config.EgressTarget
 }
 
 // New builds the core from a validated config.
@@ -180,6 +184,12 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		c.byHost = c.byHost || len(a.Hosts) > 0
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
+	if cfg.Egress.Enabled() {
+		var err error
+		if c.egress, err = newEgress(c, &cfg.Egress); err != nil {
+			return nil, err
+		}
+	}
 	if d.Follow != nil {
 		// Last: a follower may resume followed tasks at once, on these routes.
 		c.follower = d.Follow(c)

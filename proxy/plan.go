@@ -11,6 +11,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
@@ -52,6 +53,11 @@ type Plan struct {
 	// answers only in the identity coding (Reads refuses any other), so the
 	// caller may not ask the agent for one.
 	Drop []string
+
+	// delegation is set on an egress plan: the outbound token to obtain
+	// (egress.go); delegated once Delegate put it on.
+	delegation *Delegation
+	delegated  bool
 
 	pushAttached bool
 	// invalid counts answers (or stream events) not valid for their protocol.
@@ -103,7 +109,7 @@ func (c *Core) forward(x *exchange) Outcome {
 		target.RawQuery = x.inc.Query.Encode()
 	}
 	body := x.inc.Body
-	if c.pushOn() && x.req.Push != nil {
+	if x.eg == nil && c.pushOn() && x.req.Push != nil {
 		if ps, ok := x.edge.(adapters.Push); ok {
 			// The agent never learns the caller's callback: writ delivers itself.
 			stripped, err := ps.StripPush(&x.req, body)
@@ -117,6 +123,18 @@ func (c *Core) forward(x *exchange) Outcome {
 		Header: http.Header{writheader.Caller: {writheader.CallerValue(x.caller)}, writheader.Decision: {x.dec.ID}}}
 	if _, reads := x.edge.(adapters.Answers); reads {
 		p.Drop = []string{"Accept-Encoding"}
+	}
+	if x.eg != nil {
+		d, f := c.delegation(x)
+		if f != nil {
+			return c.refuse(x, f)
+		}
+		// The remote agent's writ tells it who calls; the agent's own
+		// credential never leaves: Delegate puts the exchanged token on.
+		p.delegation, p.Header = d, http.Header{}
+		p.Drop = append(p.Drop, identity.CredentialHeaders...)
+	} else {
+		c.link(x)
 	}
 	return Outcome{Kind: Forward, Plan: p, DecisionID: x.dec.ID, DryRun: x.dec.DryRun, Denials: x.dec.Denials,
 		Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
@@ -179,6 +197,9 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		return nil, &out
 	}
 	c, x := p.core, p.x
+	if x.eg != nil && x.req.Operation == task.OpCard {
+		return p.egressCard(status, body)
+	}
 	ans, ok := x.edge.(adapters.Answers)
 	if !ok {
 		return body, nil
@@ -194,6 +215,11 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 			"agent", x.rt.agent.Name, "operation", x.req.Operation, "error", perr)
 		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
 		return nil, &out
+	}
+	if x.eg != nil {
+		// The remote agent's writ records its tasks and filters its
+		// listings: nothing of the answer is kept here.
+		return body, nil
 	}
 	c.observe(ctx, p, events)
 	p.sync(ctx)

@@ -102,12 +102,7 @@ func (c *Core) pushFault(x *exchange, err error) *task.Fault {
 // the caller's context. Each agent is one decision.
 func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.CardRenderer, start time.Time) Outcome {
 	caller := c.identify(ctx, inc)
-	var wanted []string
-	for t := range strings.SplitSeq(inc.Query.Get("tags"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			wanted = append(wanted, t)
-		}
-	}
+	wanted := wantedTags(inc)
 	type entry struct {
 		overlap int
 		name    string
@@ -159,6 +154,45 @@ func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.Ca
 		}
 		items = append(items, raw)
 	}
+	return directoryAnswer(items)
+}
+
+// directoryFor is the directory for inc: the protected agents on ingress,
+// the targets the local agent may delegate to on egress.
+func (c *Core) directoryFor(ctx context.Context, inc Incoming, renderer adapters.CardRenderer, start time.Time) Outcome {
+	if inc.Egress != nil {
+		return c.egressDirectory(ctx, inc, renderer, start)
+	}
+	return c.directory(ctx, inc, renderer, start)
+}
+
+// wantedTags are the tags a directory request asks for (?tags=a,b).
+func wantedTags(inc Incoming) []string {
+	var wanted []string
+	for t := range strings.SplitSeq(inc.Query.Get("tags"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			wanted = append(wanted, t)
+		}
+	}
+	return wanted
+}
+
+// renderDirectory is the directory answer of cards, in order.
+func (c *Core) renderDirectory(renderer adapters.CardRenderer, cards []*task.AgentCard) Outcome {
+	items := make([]json.RawMessage, 0, len(cards))
+	for _, card := range cards {
+		raw, err := renderer.RenderCard(card, "")
+		if err != nil {
+			c.log.Warn("a directory entry could not be rendered", "agent", card.Name, "error", err)
+			continue
+		}
+		items = append(items, raw)
+	}
+	return directoryAnswer(items)
+}
+
+// directoryAnswer is the Serve outcome of a directory's rendered entries.
+func directoryAnswer(items []json.RawMessage) Outcome {
 	body, _ := json.Marshal(map[string]any{"agents": items})
 	return Outcome{Kind: Serve, Operation: task.OpDiscover, Protocol: task.Protocol{Name: "writ"},
 		Answer: wire.Rendered{Status: http.StatusOK, ContentType: "application/json", Body: body,

@@ -52,6 +52,9 @@ type Config struct {
 	Envoy Envoy `yaml:"envoy"`
 	// Push configures push notifications, which writ handles itself.
 	Push Push `yaml:"push"`
+	// AuthZEN runs writ as an OpenID AuthZEN 1.0 policy decision point as
+	// well (off unless authzen.listen is set).
+	AuthZEN AuthZEN `yaml:"authzen"`
 	// DecisionLog configures the audit stream of decisions and lifecycle events.
 	DecisionLog DecisionLog `yaml:"decision_log"`
 	// Metrics configures the Prometheus metrics on the admin listener.
@@ -548,6 +551,7 @@ func (c *Config) applyDefaults() {
 		lc.RetiredIDs.FalsePositiveRate = task.DefaultRetiredFalsePositive
 	}
 	c.Envoy.applyDefaults()
+	c.AuthZEN.applyDefaults()
 	c.Store.applyDefaults()
 	for i := range c.Agents {
 		a := &c.Agents[i]
@@ -642,6 +646,7 @@ func (c *Config) Validate() error {
 		bad("lifecycle.retired_ids", "%v", err)
 	}
 	c.Envoy.validate(c, bad)
+	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
 	c.Log.validate(bad)
 	c.TLS.validate(bad)

@@ -196,3 +196,56 @@ func BenchmarkTodoEvaluations100(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N)*100/time.Since(start).Seconds(), "decisions/s")
 }
+
+// BenchmarkRatios interleaves the three in every iteration — 100 checks,
+// 100 evaluations, one batch of 100 — so that a shared, busy host slows
+// them alike, and reports each as a throughput ratio to the check's: an
+// evaluation per second against a check per second, a batch's decisions
+// per second, and batch requests per second.
+func BenchmarkRatios(b *testing.B) {
+	w := newBenchWorld(b)
+	raw, err := os.ReadFile(filepath.Join(proxytest.Root(), "bench", "request_allow.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cr authv3.CheckRequest
+	if err := protojson.Unmarshal(raw, &cr); err != nil {
+		b.Fatal(err)
+	}
+	cr.Attributes.Request.Http.Headers["authorization"] = "Bearer " + w.token
+	if resp, _ := w.ext.Check(b.Context(), &cr); resp.GetOkResponse() == nil {
+		b.Fatalf("not allowed: %v", resp)
+	}
+	q := w.question()
+	one, _ := json.Marshal(q)
+	items := make([]any, 100)
+	for i := range items {
+		items[i] = map[string]any{"action": q["action"], "resource": q["resource"], "context": q["context"]}
+	}
+	batch, _ := json.Marshal(map[string]any{"subject": q["subject"], "evaluations": items})
+	if rec := w.serve(b, "/access/v1/evaluations", batch); bytes.Count(rec.Body.Bytes(), []byte(`"decision":true`)) != 100 {
+		b.Fatalf("not all allowed: %s", rec.Body)
+	}
+	var checks, evals, batches time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		for range 100 {
+			_, _ = w.ext.Check(b.Context(), &cr)
+		}
+		t1 := time.Now()
+		for range 100 {
+			w.serve(b, "/access/v1/evaluation", one)
+		}
+		t2 := time.Now()
+		w.serve(b, "/access/v1/evaluations", batch)
+		t3 := time.Now()
+		checks, evals, batches = checks+t1.Sub(t0), evals+t2.Sub(t1), batches+t3.Sub(t2)
+	}
+	n := float64(b.N) * 100
+	b.ReportMetric(n/checks.Seconds(), "checks/s")
+	b.ReportMetric(n/evals.Seconds(), "evaluations/s")
+	b.ReportMetric(n/batches.Seconds(), "batch-decisions/s")
+	b.ReportMetric(checks.Seconds()/evals.Seconds(), "evaluation/check")
+	b.ReportMetric(checks.Seconds()/batches.Seconds(), "batch-decision/check")
+	b.ReportMetric(checks.Seconds()/batches.Seconds()/100, "batch-request/check")
+}

@@ -71,24 +71,36 @@ func newDelegation(core *proxy.Core, ident *identity.Resolver, cfg *config.Confi
 }
 
 // begin: the core decides every question on the engine's serving policy,
-// whose residual per agent and operation is prepared once.
-func (d *delegation) begin() (evaluator, error) { return d, nil }
+// whose residual per agent and operation is prepared once; what the
+// evaluations of one request share is their subjects' callers (a batch's
+// default subject is verified once).
+func (d *delegation) begin() (evaluator, error) {
+	return &delegationEval{d: d, callers: map[string]identity.Caller{}}, nil
+}
 
 func (d *delegation) searches(searchKind) bool { return true }
 
-func (d *delegation) evaluate(ctx context.Context, q *query) result {
-	qn, err := d.question(ctx, q)
+// delegationEval decides the evaluations of one request.
+type delegationEval struct {
+	d *delegation
+	// callers are the callers of the tokens seen in this request, verified
+	// once each (a request is decided within its tokens' lifetime).
+	callers map[string]identity.Caller
+}
+
+func (e *delegationEval) evaluate(ctx context.Context, q *query) result {
+	qn, err := e.question(ctx, q)
 	if err != nil {
 		r := denied(http.StatusBadRequest, err.Error())
 		r.invalid = err
 		return r
 	}
-	return verdictResult(d.core.Decide(ctx, qn))
+	return verdictResult(e.d.core.Decide(ctx, qn))
 }
 
 // question maps an evaluation onto the core's Question; an error is why the
 // profile cannot ask it (a 400 for that evaluation).
-func (d *delegation) question(ctx context.Context, q *query) (proxy.Question, error) {
+func (e *delegationEval) question(ctx context.Context, q *query) (proxy.Question, error) {
 	var qn proxy.Question
 	if t := str(q.Subject, "type"); t != typeAgent {
 		return qn, fmt.Errorf("subject.type is %q; the delegation profile asks about agents (%q)", t, typeAgent)
@@ -97,7 +109,7 @@ func (d *delegation) question(ctx context.Context, q *query) (proxy.Question, er
 	if !op.Known() {
 		return qn, fmt.Errorf("action.name %q is not an operation of writ/v1 (%s)", op, strings.Join(operationNames(), ", "))
 	}
-	caller, err := d.caller(ctx, q.Subject)
+	caller, err := e.caller(ctx, q.Subject)
 	if err != nil {
 		return qn, err
 	}
@@ -131,17 +143,23 @@ func (d *delegation) question(ctx context.Context, q *query) (proxy.Question, er
 // caller is who the subject is. A token is verified as the sidecar verifies
 // one (a refused token makes the subject anonymous, as it makes a request's
 // caller), and must speak for subject.id.
-func (d *delegation) caller(ctx context.Context, subject map[string]any) (identity.Caller, error) {
+func (e *delegationEval) caller(ctx context.Context, subject map[string]any) (identity.Caller, error) {
+	d := e.d
 	props := properties(subject)
 	if raw, ok := props["token"]; ok && raw != nil {
 		tok, ok := raw.(string)
 		if !ok {
 			return identity.Caller{}, errors.New("subject.properties.token must be a string")
 		}
-		c, err := d.ident.Identify(ctx, identity.Credentials{Header: http.Header{"Authorization": {"Bearer " + tok}}})
-		if err != nil {
-			d.log.Info("authzen: the subject's token was refused; the subject is anonymous", "error", err)
-			return identity.Anonymous(), nil
+		c, seen := e.callers[tok]
+		if !seen {
+			var err error
+			c, err = d.ident.Identify(ctx, identity.Credentials{Header: http.Header{"Authorization": {"Bearer " + tok}}})
+			if err != nil {
+				d.log.Info("authzen: the subject's token was refused; the subject is anonymous", "error", err)
+				c = identity.Anonymous()
+			}
+			e.callers[tok] = c
 		}
 		if c.Authenticated && c.AgentID != str(subject, "id") {
 			return identity.Caller{}, errors.New("subject.id is not the agent the subject's token speaks for")
@@ -425,19 +443,19 @@ func verdictResult(v proxy.Verdict) result {
 // an agent this caller may not discover is never listed), or the
 // operations that apply to the resource (an action search). Callers are
 // the identity provider's, not writ's: a subject search has none.
-func (d *delegation) candidates(ctx context.Context, kind searchKind, q *query) ([]map[string]any, error) {
+func (e *delegationEval) candidates(ctx context.Context, kind searchKind, q *query) ([]map[string]any, error) {
 	switch kind {
 	case searchResource:
 		if str(q.Resource, "type") != typeAgent {
 			return nil, nil
 		}
 		var out []map[string]any
-		for _, name := range d.agents {
+		for _, name := range e.d.agents {
 			agent := map[string]any{"type": typeAgent, "id": name}
 			if str(q.Action, "name") != string(task.OpDiscover) {
 				probe := query{Subject: q.Subject, Action: map[string]any{"name": string(task.OpDiscover)}, Resource: agent,
 					Context: q.Context}
-				if !d.evaluate(ctx, &probe).Decision {
+				if !e.evaluate(ctx, &probe).Decision {
 					continue
 				}
 			}

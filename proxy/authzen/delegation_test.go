@@ -46,7 +46,10 @@ func resultNames(t *testing.T, a answer) []string {
 	return names
 }
 
-// TestDelegationSearch: a resource search answers "which agents may this
+// TestDelegationSearch: Threat: a resource search lists an agent the caller
+// may not discover (whose card must never enter its context), or answers
+// from rules other than the ones its evaluations and the directory apply.
+// Defence: a resource search answers "which agents may this
 // caller delegate to" from the rules of filtered discovery: the agents it
 // may discover (exactly the sidecar's directory for it) and, of those, the
 // ones the policy lets it send to; an action search lists the operations
@@ -208,10 +211,15 @@ func TestBatchSharesOnePreparedRule(t *testing.T) {
 	}
 }
 
-// TestPEPAuthentication: an enforcement point authenticates by a bearer
-// JWT or by a client certificate (its SPIFFE ID, through identity.mtls),
-// and only the clients configured may ask; the delegation profile's
-// subject is not the enforcement point.
+// TestPEPAuthentication: Threat: anyone who reaches the decision point's
+// listener asks it questions — probing which agents, tenants and
+// classifications the policy admits — or a workload with a valid
+// certificate that is no enforcement point asks as one. Defence: an
+// enforcement point authenticates by a bearer JWT or a client certificate
+// the listener verified (its SPIFFE ID through identity.mtls), and only the
+// agent ids of authzen.clients may ask (401, 403 otherwise, before the body
+// is read); the delegation profile's subject is never the enforcement
+// point.
 func TestPEPAuthentication(t *testing.T) {
 	ca, caKey, pool := testCA(t)
 	w := newWorld(t, func(c *config.Config) {
@@ -251,11 +259,14 @@ func TestPEPAuthentication(t *testing.T) {
 	}
 }
 
-// TestTrustSubjectProperties: with authzen.delegation.trust_subject_properties
-// the subject's properties state the caller (an enforcement point that
-// verified it) and the decision is the one its token gets; without it (the
-// default) they are not believed, and a subject without a token is
-// anonymous.
+// TestTrustSubjectProperties: Threat: a subject whose properties claim an
+// agent, a tenant and scopes is believed, so whoever can describe a caller
+// gets that caller's decisions. Defence: by default the caller is only what
+// a token the identity sources verify says, and a subject without one is
+// anonymous (UNAUTHENTICATED); only with
+// authzen.delegation.trust_subject_properties (an enforcement point that
+// verified the caller itself) do the properties state the caller, and then
+// the decision is the one the caller's token gets.
 func TestTrustSubjectProperties(t *testing.T) {
 	asserted := map[string]any{"type": "agent", "id": "payments-investigator", "properties": map[string]any{
 		"user_id": "u-42", "tenant": "wholesale", "classification": "restricted", "scopes": "delegate",

@@ -58,7 +58,7 @@ func failure(status int, msg string, err error) result {
 }
 
 // evaluation answers POST /access/v1/evaluation (§6).
-func (s *Server) evaluation(x *exchange, p pdp, m map[string]json.RawMessage) {
+func (s *Server) evaluation(x *exchange, p pdp, m map[string]any) {
 	q, err := evaluationOf(m)
 	if err != nil {
 		s.fail(x, http.StatusBadRequest, err.Error(), nil)
@@ -96,7 +96,7 @@ func (s *Server) noteInvalid(x *exchange, i int, r result) {
 
 // evaluations answers POST /access/v1/evaluations (§7): every item decided
 // in order under one prepared evaluator, stopping where the semantic says.
-func (s *Server) evaluations(x *exchange, p pdp, m map[string]json.RawMessage) {
+func (s *Server) evaluations(x *exchange, p pdp, m map[string]any) {
 	b, err := batchOf(m, s.cfg.MaxEvaluations)
 	if err != nil {
 		s.fail(x, http.StatusBadRequest, err.Error(), nil)
@@ -140,7 +140,7 @@ func (s *Server) evaluations(x *exchange, p pdp, m map[string]json.RawMessage) {
 }
 
 // search answers POST /access/v1/search/{subject,resource,action} (§8).
-func (s *Server) search(x *exchange, p pdp, kind searchKind, m map[string]json.RawMessage) {
+func (s *Server) search(x *exchange, p pdp, kind searchKind, m map[string]any) {
 	if !p.searches(kind) {
 		s.fail(x, http.StatusNotFound, "this decision point offers no "+string(kind)+" search", nil)
 		return

@@ -42,42 +42,32 @@ func (e *badRequest) Error() string { return e.msg }
 
 func bad(format string, args ...any) error { return &badRequest{msg: fmt.Sprintf(format, args...)} }
 
-// members decodes a JSON object into its members.
-func members(raw []byte, what string) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
-		return nil, bad("%s must be a JSON object", what)
-	}
-	return m, nil
-}
-
-// value decodes one JSON value, numbers kept as written (json.Number).
-func value(raw json.RawMessage) (any, error) {
+// decode reads a whole request body (already checked by wire.CheckJSON):
+// one JSON object, numbers kept as written (json.Number), decoded once.
+func decode(raw []byte) (map[string]any, error) {
 	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	var v any
 	if err := d.Decode(&v); err != nil {
-		return nil, err
+		return nil, bad("the request body must be a JSON object")
 	}
-	return v, nil
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, bad("the request body must be a JSON object")
+	}
+	return m, nil
 }
 
-// present reports whether m has the member name with a value other than
-// null (the specification asks senders to omit a null property, so null is
-// read as absent).
-func present(m map[string]json.RawMessage, name string) bool {
-	raw, ok := m[name]
-	return ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
-}
-
-// object reads the member name of m as an object: nil when absent or null.
-func object(m map[string]json.RawMessage, name, what string) (map[string]any, error) {
-	if !present(m, name) {
+// object reads the member name of m as an object: nil when absent or null
+// (the specification asks senders to omit a null property, so null is read
+// as absent).
+func object(m map[string]any, name, what string) (map[string]any, error) {
+	v, ok := m[name]
+	if !ok || v == nil {
 		return nil, nil
 	}
-	v, err := value(m[name])
 	obj, ok := v.(map[string]any)
-	if err != nil || !ok {
+	if !ok {
 		return nil, bad("%s must be an object", what)
 	}
 	return obj, nil
@@ -86,7 +76,7 @@ func object(m map[string]json.RawMessage, name, what string) (map[string]any, er
 // entity reads the entity name of m: nil when absent; an error when it is
 // not an object whose required members are non-empty strings, or whose
 // properties are not an object.
-func entity(m map[string]json.RawMessage, name, what string, required ...string) (map[string]any, error) {
+func entity(m map[string]any, name, what string, required ...string) (map[string]any, error) {
 	obj, err := object(m, name, what)
 	if err != nil || obj == nil {
 		return nil, err
@@ -132,7 +122,7 @@ var (
 )
 
 // parts reads the four members of an evaluation, each optional here.
-func parts(m map[string]json.RawMessage, where string) (query, error) {
+func parts(m map[string]any, where string) (query, error) {
 	var q query
 	var err error
 	if q.Subject, err = entity(m, "subject", where+"subject", subjectKeys...); err != nil {
@@ -164,7 +154,7 @@ func (q *query) complete(where, hint string) error {
 }
 
 // evaluationOf reads an Access Evaluation request (§6.1).
-func evaluationOf(m map[string]json.RawMessage) (*query, error) {
+func evaluationOf(m map[string]any) (*query, error) {
 	q, err := parts(m, "")
 	if err != nil {
 		return nil, err
@@ -186,21 +176,21 @@ const (
 // sent (each read on its own, so one bad item fails alone), the semantic.
 type batch struct {
 	defaults query
-	items    []json.RawMessage
+	items    []any
 	semantic string
 }
 
 // batchOf reads an Access Evaluations request. The top level's entities,
 // when present, must be valid (every item inheriting one would be invalid);
 // an item is read when it is evaluated.
-func batchOf(m map[string]json.RawMessage, limit int) (*batch, error) {
+func batchOf(m map[string]any, limit int) (*batch, error) {
 	b := &batch{semantic: executeAll}
 	var err error
 	if b.defaults, err = parts(m, ""); err != nil {
 		return nil, err
 	}
-	if present(m, "evaluations") {
-		if err := json.Unmarshal(m["evaluations"], &b.items); err != nil {
+	if v, ok := m["evaluations"]; ok && v != nil {
+		if b.items, ok = v.([]any); !ok {
 			return nil, bad("evaluations must be an array")
 		}
 		if len(b.items) > limit {
@@ -233,9 +223,9 @@ func batchOf(m map[string]json.RawMessage, limit int) (*batch, error) {
 // names replaces the default whole (§7.1.1).
 func (b *batch) item(i int) (*query, error) {
 	where := fmt.Sprintf("evaluations[%d].", i)
-	m, err := members(b.items[i], strings.TrimSuffix(where, "."))
-	if err != nil {
-		return nil, err
+	m, ok := b.items[i].(map[string]any)
+	if !ok {
+		return nil, bad("%s must be an object", strings.TrimSuffix(where, "."))
 	}
 	own, err := parts(m, where)
 	if err != nil {
@@ -278,7 +268,7 @@ type search struct {
 	q    query
 	page pageRequest
 	// raw are the request's members, for the page token's digest.
-	raw map[string]json.RawMessage
+	raw map[string]any
 }
 
 // pageRequest is a search request's page object (§8.2.1).
@@ -292,7 +282,7 @@ type pageRequest struct {
 // searchOf reads a search of kind (§8.4-8.6): the searched entity needs
 // only its type (or, for actions, is not sent at all); every other entity
 // is an input and must be whole.
-func searchOf(kind searchKind, m map[string]json.RawMessage) (*search, error) {
+func searchOf(kind searchKind, m map[string]any) (*search, error) {
 	s := &search{kind: kind, raw: m}
 	var err error
 	subjectKeys, resourceKeys := subjectKeys, resourceKeys
@@ -335,7 +325,7 @@ func searchOf(kind searchKind, m map[string]json.RawMessage) (*search, error) {
 }
 
 // pageOf reads the page object.
-func pageOf(m map[string]json.RawMessage) (pageRequest, error) {
+func pageOf(m map[string]any) (pageRequest, error) {
 	var p pageRequest
 	obj, err := object(m, "page", "page")
 	if err != nil || obj == nil {

@@ -98,8 +98,15 @@ func (r refusal) String() string {
 // decisionID is the decision id in a refusal's message (each door's own).
 var decisionID = regexp.MustCompile(`\(decision [0-9a-f]+\)`)
 
-// TestParityWithSidecarAndExtAuthz asks each case through the sidecar, the
-// HTTP ext_authz server and the AuthZEN delegation profile.
+// TestParityWithSidecarAndExtAuthz: Threat: a delegation the sidecar and
+// Envoy refuse is allowed when the same caller asks through the AuthZEN
+// door (or a refusal there tells more than theirs: the policy's reasons, a
+// foreign task's existence). Defence: each case is asked through the
+// sidecar, the HTTP ext_authz server and the delegation profile, on one
+// core and one policy, and the three answers are one: allowed, or refused
+// with the same status, neutral message and denial codes with their
+// neutral reasons — for the allowed send, each denial code of the shipped
+// policy, a foreign task (not found, no decision id) and the lifecycle law.
 func TestParityWithSidecarAndExtAuthz(t *testing.T) {
 	w := newWorld(t, nil)
 	ext, err := extauthz.New(w.h.Core, nil, w.h.Cfg, nil)

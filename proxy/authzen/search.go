@@ -144,12 +144,8 @@ func (s *Server) token(sr *search, end, limit int) string {
 // leave out).
 func digest(sr *search) string {
 	var props any
-	if p, ok := sr.raw["page"]; ok {
-		var page struct {
-			Properties any `json:"properties"`
-		}
-		_ = json.Unmarshal(p, &page)
-		props = page.Properties
+	if page, ok := sr.raw["page"].(map[string]any); ok {
+		props = page["properties"]
 	}
 	raw, _ := json.Marshal([]any{sr.kind, sr.q.Subject, sr.q.Action, sr.q.Resource, sr.q.Context, props})
 	sum := sha256.Sum256(raw)

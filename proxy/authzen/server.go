@@ -311,7 +311,7 @@ func (s *Server) authenticate(x *exchange) bool {
 // body reads the request body as a JSON object under the sidecar's limits:
 // application/json, at most limits.max_body_bytes, nested at most
 // limits.max_json_depth, UTF-8, no key twice in one object (§11.7).
-func (s *Server) body(x *exchange) (map[string]json.RawMessage, bool) {
+func (s *Server) body(x *exchange) (map[string]any, bool) {
 	mt, _, err := mime.ParseMediaType(x.r.Header.Get("Content-Type"))
 	if err != nil || mt != "application/json" {
 		s.fail(x, http.StatusBadRequest, "Content-Type must be application/json", err)
@@ -330,7 +330,7 @@ func (s *Server) body(x *exchange) (map[string]json.RawMessage, bool) {
 		s.fail(x, http.StatusBadRequest, err.Error(), err)
 		return nil, false
 	}
-	m, err := members(in.Body, "the request body")
+	m, err := decode(in.Body)
 	if err != nil {
 		s.fail(x, http.StatusBadRequest, err.Error(), err)
 		return nil, false

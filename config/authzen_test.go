@@ -65,3 +65,29 @@ func TestAuthZENInvalid(t *testing.T) {
 		}
 	}
 }
+
+// TestAuthZENWarnings: a plain-HTTP AuthZEN listener off loopback, and
+// client certificates that identify no one, are warned about.
+func TestAuthZENWarnings(t *testing.T) {
+	warned := func(yaml, key string) bool {
+		c, err := Parse([]byte(yaml))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.Warnings() {
+			if w.Key == key {
+				return true
+			}
+		}
+		return false
+	}
+	if warned(authzenGood, "authzen.listen") {
+		t.Errorf("a loopback listener warned about")
+	}
+	if !warned(strings.Replace(authzenGood, "127.0.0.1:8479", "0.0.0.0:8479", 1), "authzen.listen") {
+		t.Errorf("a plain-HTTP listener off loopback not warned about")
+	}
+	if !warned(authzenGood+"  tls: {cert_file: c.pem, key_file: k.pem, client_ca_file: ca.pem}\n", "authzen.tls.client_ca_file") {
+		t.Errorf("client certificates without identity.mtls not warned about")
+	}
+}

@@ -78,8 +78,12 @@ type Config struct {
 // AdminLoopback reports whether the admin listener is bound to loopback only
 // (a loopback IP or localhost): the only case its operator routes answer
 // without admin_token_file.
-func (c *Config) AdminLoopback() bool {
-	h, _, err := net.SplitHostPort(c.Admin)
+func (c *Config) AdminLoopback() bool { return loopback(c.Admin) }
+
+// loopback reports whether a listen address is bound to loopback only (a
+// loopback IP or localhost).
+func loopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
 	}

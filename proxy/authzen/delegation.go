@@ -177,16 +177,11 @@ func (e *delegationEval) caller(ctx context.Context, subject map[string]any) (id
 func asserted(subject map[string]any) (identity.Caller, error) {
 	p := properties(subject)
 	c := identity.Caller{Authenticated: true, Method: identity.MethodJWT, AgentID: str(subject, "id")}
-	var err error
-	for k, dst := range map[string]*string{"user_id": &c.UserID, "tenant": &c.Tenant, "issuer": &c.Issuer,
-		"classification": &c.Classification, "chain_id": &c.ChainID, "method": &c.Method} {
-		if err == nil {
-			err = stringInto(p, k, "subject.properties.", dst)
-		}
-	}
-	if err != nil {
+	if err := stringsInto(p, "subject.properties.", []field{{"user_id", &c.UserID}, {"tenant", &c.Tenant},
+		{"issuer", &c.Issuer}, {"classification", &c.Classification}, {"chain_id", &c.ChainID}, {"method", &c.Method}}); err != nil {
 		return identity.Caller{}, err
 	}
+	var err error
 	if c.Method != identity.MethodJWT && c.Method != identity.MethodMTLS {
 		return identity.Caller{}, fmt.Errorf("subject.properties.method must be %s or %s", identity.MethodJWT, identity.MethodMTLS)
 	}
@@ -209,11 +204,9 @@ func fromContext(qn *proxy.Question, ctx map[string]any) error {
 	req := &qn.Request
 	op := req.Operation
 	var level, tenant string
-	for k, dst := range map[string]*string{"data_classification": &level, "context_id": &req.ContextID,
-		"tenant": &tenant, "push_config_id": &req.PushConfigID} {
-		if err := stringInto(ctx, k, "context.", dst); err != nil {
-			return err
-		}
+	if err := stringsInto(ctx, "context.", []field{{"data_classification", &level}, {"context_id", &req.ContextID},
+		{"tenant", &tenant}, {"push_config_id", &req.PushConfigID}}); err != nil {
+		return err
 	}
 	if level != "" {
 		if task.Level(level).Rank() < 0 {
@@ -250,11 +243,9 @@ func fromContext(qn *proxy.Question, ctx map[string]any) error {
 			return errors.New("context.protocol must be an object")
 		}
 		var binding string
-		for k, dst := range map[string]*string{"name": &req.Protocol.Name, "version": &req.Protocol.Version,
-			"binding": &binding, "method": &req.Protocol.Method} {
-			if err := stringInto(obj, k, "context.protocol.", dst); err != nil {
-				return err
-			}
+		if err := stringsInto(obj, "context.protocol.", []field{{"name", &req.Protocol.Name}, {"version", &req.Protocol.Version},
+			{"binding", &binding}, {"method", &req.Protocol.Method}}); err != nil {
+			return err
 		}
 		req.Protocol.Binding = task.Binding(binding)
 	}
@@ -263,11 +254,9 @@ func fromContext(qn *proxy.Question, ctx map[string]any) error {
 		if !ok {
 			return errors.New("context.request must be an object")
 		}
-		for k, dst := range map[string]*string{"method": &qn.Method, "path": &qn.Path, "host": &qn.Host,
-			"source_address": &qn.SourceAddress} {
-			if err := stringInto(obj, k, "context.request.", dst); err != nil {
-				return err
-			}
+		if err := stringsInto(obj, "context.request.", []field{{"method", &qn.Method}, {"path", &qn.Path},
+			{"host", &qn.Host}, {"source_address", &qn.SourceAddress}}); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -291,14 +280,11 @@ func callbackInto(req *task.Request, ctx map[string]any) error {
 		return fmt.Errorf("context.callback: %s sets no push config", req.Operation)
 	}
 	p := task.PushConfig{}
-	if err := stringInto(cb, "url", "context.callback.", &p.URL); err != nil {
+	if err := stringsInto(cb, "context.callback.", []field{{"url", &p.URL}, {"auth_scheme", &p.AuthScheme}}); err != nil {
 		return err
 	}
 	if p.URL == "" {
 		return errors.New("context.callback.url is required")
-	}
-	if err := stringInto(cb, "auth_scheme", "context.callback.", &p.AuthScheme); err != nil {
-		return err
 	}
 	switch t := cb["has_token"].(type) {
 	case nil:
@@ -343,17 +329,26 @@ func partsOf(ctx map[string]any) (task.PartCounts, error) {
 	return pc, nil
 }
 
-// stringInto sets *dst to m[k] when it is a string; absent leaves it.
-func stringInto(m map[string]any, k, where string, dst *string) error {
-	v, ok := m[k]
-	if !ok || v == nil {
-		return nil
+// field is a string member of an object and where to put it.
+type field struct {
+	key string
+	dst *string
+}
+
+// stringsInto sets each field's destination to its member of m when that
+// is a string (absent leaves it); another kind of value is an error.
+func stringsInto(m map[string]any, where string, fields []field) error {
+	for _, f := range fields {
+		v, ok := m[f.key]
+		if !ok || v == nil {
+			continue
+		}
+		s, ok := v.(string)
+		if !ok {
+			return fmt.Errorf("%s%s must be a string", where, f.key)
+		}
+		*f.dst = s
 	}
-	s, ok := v.(string)
-	if !ok {
-		return fmt.Errorf("%s%s must be a string", where, k)
-	}
-	*dst = s
 	return nil
 }
 

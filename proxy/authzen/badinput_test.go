@@ -58,7 +58,7 @@ func TestBadInput(t *testing.T) {
 	ok := `{"subject": {"type": "agent", "id": "payments-investigator"}, "action": {"name": "send"},
 		"resource": {"type": "agent", "id": "sanctions-screening-agent"}}`
 	item := `{"resource": {"type": "agent", "id": "sanctions-screening-agent"}}`
-	json := map[string]string{"Authorization": "Bearer " + w.pep, "Content-Type": "application/json"}
+	asJSON := map[string]string{"Authorization": "Bearer " + w.pep, "Content-Type": "application/json"}
 	with := func(m map[string]string, k, v string) map[string]string {
 		out := map[string]string{}
 		for a, b := range m {
@@ -78,22 +78,22 @@ func TestBadInput(t *testing.T) {
 		status                   int
 		counter                  func(*Stats) uint64
 	}{
-		{"malformed JSON", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent"`, json, 400, badCount},
-		{"a duplicate key", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "a", "id": "b"}, "action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, json, 400, badCount},
-		{"not an object", "POST", "/access/v1/evaluation", `[` + ok + `]`, json, 400, badCount},
-		{"missing subject", "POST", "/access/v1/evaluation", `{"action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, json, 400, badCount},
-		{"missing subject in a batch without evaluations", "POST", "/access/v1/evaluations", `{"action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, json, 400, badCount},
-		{"unknown semantic", "POST", "/access/v1/evaluations", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "options": {"evaluations_semantic": "first_wins"}, "evaluations": [` + item + `]}`, json, 400, badCount},
-		{"a semantic that is not a string", "POST", "/access/v1/evaluations", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "options": {"evaluations_semantic": 1}, "evaluations": [` + item + `]}`, json, 400, badCount},
-		{"a batch over the limit", "POST", "/access/v1/evaluations", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "evaluations": [` + strings.Repeat(item+",", 3) + item + `]}`, json, 400, badCount},
-		{"too deep", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "a", "properties": {"a": [[[[[[[[1]]]]]]]]}}, "action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, json, 400, badCount},
-		{"too large", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "` + strings.Repeat("a", 5000) + `"}}`, json, 400, badCount},
-		{"empty body", "POST", "/access/v1/evaluation", ``, json, 400, badCount},
-		{"not JSON's content type", "POST", "/access/v1/evaluation", ok, with(json, "Content-Type", "text/plain"), 400, badCount},
-		{"a page limit that is not a count", "POST", "/access/v1/search/resource", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "resource": {"type": "agent"}, "page": {"limit": -1}}`, json, 400, badCount},
-		{"an unauthenticated caller", "POST", "/access/v1/evaluation", ok, with(json, "Authorization", ""), 401, unauthCount},
-		{"a refused token", "POST", "/access/v1/evaluation", ok, with(json, "Authorization", "Bearer not.a.token"), 401, unauthCount},
-		{"a caller that is not a client", "POST", "/access/v1/evaluation", ok, with(json, "Authorization", "Bearer "+outsider), 403, forbiddenCount},
+		{"malformed JSON", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent"`, asJSON, 400, badCount},
+		{"a duplicate key", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "a", "id": "b"}, "action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, asJSON, 400, badCount},
+		{"not an object", "POST", "/access/v1/evaluation", `[` + ok + `]`, asJSON, 400, badCount},
+		{"missing subject", "POST", "/access/v1/evaluation", `{"action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, asJSON, 400, badCount},
+		{"missing subject in a batch without evaluations", "POST", "/access/v1/evaluations", `{"action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, asJSON, 400, badCount},
+		{"unknown semantic", "POST", "/access/v1/evaluations", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "options": {"evaluations_semantic": "first_wins"}, "evaluations": [` + item + `]}`, asJSON, 400, badCount},
+		{"a semantic that is not a string", "POST", "/access/v1/evaluations", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "options": {"evaluations_semantic": 1}, "evaluations": [` + item + `]}`, asJSON, 400, badCount},
+		{"a batch over the limit", "POST", "/access/v1/evaluations", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "evaluations": [` + strings.Repeat(item+",", 3) + item + `]}`, asJSON, 400, badCount},
+		{"too deep", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "a", "properties": {"a": [[[[[[[[1]]]]]]]]}}, "action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, asJSON, 400, badCount},
+		{"too large", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "` + strings.Repeat("a", 5000) + `"}}`, asJSON, 400, badCount},
+		{"empty body", "POST", "/access/v1/evaluation", ``, asJSON, 400, badCount},
+		{"not JSON's content type", "POST", "/access/v1/evaluation", ok, with(asJSON, "Content-Type", "text/plain"), 400, badCount},
+		{"a page limit that is not a count", "POST", "/access/v1/search/resource", `{"subject": {"type": "agent", "id": "a"}, "action": {"name": "send"}, "resource": {"type": "agent"}, "page": {"limit": -1}}`, asJSON, 400, badCount},
+		{"an unauthenticated caller", "POST", "/access/v1/evaluation", ok, with(asJSON, "Authorization", ""), 401, unauthCount},
+		{"a refused token", "POST", "/access/v1/evaluation", ok, with(asJSON, "Authorization", "Bearer not.a.token"), 401, unauthCount},
+		{"a caller that is not a client", "POST", "/access/v1/evaluation", ok, with(asJSON, "Authorization", "Bearer "+outsider), 403, forbiddenCount},
 	}
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

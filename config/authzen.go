@@ -122,7 +122,7 @@ func (a *AuthZEN) validate(c *Config, bad func(key, format string, args ...any))
 		bad("authzen.listen", "%q is not host:port", a.Listen)
 	} else if port != "0" {
 		for key, other := range map[string]string{"listen": c.Listen, "admin": c.Admin, "envoy.grpc_listen": c.Envoy.GRPCListen,
-			"envoy.http_listen": c.Envoy.HTTPListen, "envoy.ext_proc_listen": c.Envoy.ExtProcListen} {
+			"envoy.http_listen": c.Envoy.HTTPListen, "envoy.ext_proc_listen": c.Envoy.ExtProcListen, "egress.listen": c.Egress.Listen} {
 			if other == a.Listen {
 				bad("authzen.listen", "%q is already %s", a.Listen, key)
 			}

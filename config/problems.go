@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"reflect"
 	"sort"
 	"strings"
@@ -128,6 +129,16 @@ func (c *Config) Warnings() []Problem {
 	}
 	if c.AdminTokenFile == "" && !c.AdminLoopback() {
 		ps.add("admin", "the admin listener is not on loopback and admin_token_file is not set: its operator routes (task records, the policy, reload, pprof) answer 403; /healthz, /readyz and /metrics stay open")
+	}
+	if c.Egress.Enabled() && c.Egress.AllowRemote {
+		if h, _, err := net.SplitHostPort(c.Egress.Listen); err == nil && !loopbackHost(h) {
+			ps.add("egress.allow_remote", "the egress listener is not on loopback: whoever reaches it and knows a forwarded request's decision id acts with that request's authority")
+		}
+	}
+	for i, a := range c.Agents {
+		if a.RequireSignedCard && a.CardKeys == "" {
+			ps.add(fmt.Sprintf("agents[%d].require_signed_card", i), "without card_keys, a card verifies with whatever key set its signature's jku names: that proves the card unaltered since its jku's owner signed it, not who that owner is; pin the signer's keys with agents[].card_keys")
+		}
 	}
 	sorted(ps.list)
 	return ps.list

@@ -35,6 +35,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
@@ -99,6 +101,12 @@ type Core struct {
 	// follower follows the tasks that outlive their request (nil: none).
 	follower Follower
 	stats    Stats
+	// cardKey signs every card writ serves; jku fetches the key sets that
+	// agents' card signatures name, through the card-fetch SSRF guard.
+	cardKey *cardKey
+	jku     *http.Client
+	// egress is egress mode (egress.go); nil when it is off.
+	egress *egressSide
 }
 
 // Stats counts what the core did, for tests.
@@ -114,6 +122,13 @@ type route struct {
 	upstream *url.URL
 	edges    adapters.Route
 	cards    *cardCache
+	// signer signs the cards served for the route (its jku names writ's key
+	// set at the route's public origin); cardKeys, when set, are the only
+	// keys the agent's own card may be signed with (agents[].card_keys).
+	signer   wire.Signer
+	cardKeys *jose.JSONWebKeySet
+	// egress is set on an egress target's route (egress.targets[]).
+	egress *config.EgressTarget
 }
 
 // New builds the core from a validated config.
@@ -134,6 +149,12 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		client: NewClient(d.Transport),
 		lim:    wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
 		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events}
+	var err error
+	if c.cardKey, err = loadCardKey(cfg.Cards.SigningKeyFile); err != nil {
+		return nil, err
+	}
+	c.jku = push.NewGuard(push.GuardConfig{TrustedHosts: cfg.Cards.JKUTrustedHosts, DialTimeout: cfg.Limits.CardFetchTimeout}).
+		Client(cfg.Limits.CardFetchTimeout, maxJWKSBytes)
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
 		u, err := url.Parse(a.Upstream)
@@ -146,11 +167,29 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		}
 		rt := &route{agent: a, target: authz.TargetOf(a), prefix: strings.TrimSuffix(a.Route, "/"), upstream: u, edges: edges}
 		rt.cards = newCardCache(c, rt)
+		jku, err := jkuOf(c.publicBase(rt))
+		if err != nil {
+			return nil, fmt.Errorf("agents[%d]: %w", i, err)
+		}
+		if rt.signer, err = c.cardKey.signer(jku); err != nil {
+			return nil, err
+		}
+		if a.CardKeys != "" {
+			if rt.cardKeys, err = LoadCardKeys(a.CardKeys); err != nil {
+				return nil, fmt.Errorf("agents[%d].card_keys: %w", i, err)
+			}
+		}
 		c.routes = append(c.routes, rt)
 		c.byName[a.Name] = rt
 		c.byHost = c.byHost || len(a.Hosts) > 0
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
+	if cfg.Egress.Enabled() {
+		var err error
+		if c.egress, err = newEgress(c, &cfg.Egress); err != nil {
+			return nil, err
+		}
+	}
 	if d.Follow != nil {
 		// Last: a follower may resume followed tasks at once, on these routes.
 		c.follower = d.Follow(c)

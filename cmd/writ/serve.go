@@ -16,6 +16,7 @@ import (
 
 	"github.com/writ-authz/writ/admin"
 	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/exchange"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
@@ -23,6 +24,7 @@ import (
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/authzen"
+	egressdoor "github.com/writ-authz/writ/proxy/egress"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/follow"
@@ -62,6 +64,11 @@ type sidecar struct {
 	dlog *decisionlog.Log
 	// warnedRouteName: the envoy.require_route_name warning was logged.
 	warnedRouteName bool
+	// egress is the egress door and its token exchanger (nil unless
+	// egress.listen is set). EGRESS WIRING (issue 22): moves into the one
+	// assembly (server/) at merge.
+	egress *egressdoor.Server
+	exch   *exchange.Exchanger
 }
 
 // startSidecar builds everything from cfg and starts listening. A policy set that
@@ -123,7 +130,7 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 	if store.queue != nil {
 		work = &follow.Work{Queue: store.queue, Holder: holder, Lease: cfg.Store.WorkLease}
 	}
-	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Logger: log, Events: bus,
+	core, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store.Store, Logger: log, Events: bus,
 		Push: notifier(deliverer), Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: log, Work: work})})
 	if err != nil {
 		return nil, err
@@ -183,6 +190,13 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		if err := sc.startExtProc(); err != nil {
 			return nil, err
 		}
+	}
+	// EGRESS WIRING (issue 22): moves into the one assembly (server/) at merge.
+	if cfg.Egress.Enabled() {
+		if err := sc.startEgress(bus); err != nil {
+			return nil, err
+		}
+		undo = append(undo, sc.stopEgress)
 	}
 	// --- AuthZEN door (issue 24): minimal wiring until the assembly takes it over.
 	if cfg.AuthZEN.Enabled() {
@@ -280,6 +294,10 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 	if sc.extproc != nil {
 		sc.extproc.Shutdown(ctx)
 	}
+	if sc.egress != nil { // EGRESS WIRING (issue 22)
+		sc.egress.Shutdown(ctx)
+		sc.exch.Close()
+	}
 	if sc.authzen != nil {
 		sc.authzen.Shutdown(ctx)
 	}
@@ -335,6 +353,37 @@ func (sc *sidecar) startExtProc() error {
 		"require_route_name", sc.cfg.Envoy.RequiresRouteName())
 	sc.warnRouteName()
 	return nil
+}
+
+// startEgress opens the egress listener for the local agent's own calls
+// (egress.*), with the token exchanger its calls' outbound tokens come from.
+// EGRESS WIRING (issue 22): moves into the one assembly (server/) at merge.
+func (sc *sidecar) startEgress(bus *events.Bus) error {
+	exch, err := exchange.New(sc.cfg.Egress.Exchange, exchange.WithEvents(bus))
+	if err != nil {
+		return err
+	}
+	door, err := egressdoor.New(sc.core, exch, sc.cfg, sc.log)
+	if err == nil {
+		err = door.Listen()
+	}
+	if err != nil {
+		exch.Close()
+		return err
+	}
+	sc.egress, sc.exch = door, exch
+	e := sc.cfg.Egress
+	sc.log.Info("egress is serving", "addr", door.Addr(), "agent", e.Agent, "targets", len(e.Targets),
+		"sts", e.Exchange.Issuer, "link_ttl", e.LinkTTL.String())
+	return nil
+}
+
+// stopEgress closes the egress door at once (a start that failed later).
+func (sc *sidecar) stopEgress() {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	sc.egress.Shutdown(ctx)
+	sc.exch.Close()
 }
 
 // startAuthZEN opens the AuthZEN listener (authzen.listen) over the

@@ -20,6 +20,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -74,6 +75,21 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	if k := cfg.DecisionLog.SigningKeyFile; k != "" {
 		if _, err := decisionlog.LoadSigner(k); err != nil {
 			v.errorf(cfg.Line("decision_log.signing_key_file"), "decision_log.signing_key_file", "%v", err)
+		}
+	}
+	// The card keys, read as writ serve reads them at start.
+	if k := cfg.Cards.SigningKeyFile; k != "" {
+		if err := proxy.CheckCardSigningKey(k); err != nil {
+			v.errorf(cfg.Line("cards.signing_key_file"), "", "%v", err) // the error names the key
+		}
+	}
+	for i, a := range cfg.Agents {
+		if a.CardKeys == "" {
+			continue
+		}
+		key := fmt.Sprintf("agents[%d].card_keys", i)
+		if _, err := proxy.LoadCardKeys(a.CardKeys); err != nil {
+			v.errorf(cfg.Line(key), key, "%v", err)
 		}
 	}
 	if !*offline {

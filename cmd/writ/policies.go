@@ -12,6 +12,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/policies"
+	"github.com/writ-authz/writ/proxy/authzen"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -49,7 +50,8 @@ func policyOptions(cfg *config.Config) (authz.LoadOptions, error) {
 	if err != nil {
 		return authz.LoadOptions{}, err
 	}
-	return authz.LoadOptions{Facts: cfg.PolicyFacts(), Smoke: smoke}, nil
+	// The AuthZEN applications' decisions must be in every set that loads.
+	return authz.LoadOptions{Facts: cfg.PolicyFacts(), Smoke: smoke, Rules: authzen.RequiredRules(cfg)}, nil
 }
 
 // representative is the request writ evaluates to know a policy set works:

@@ -23,6 +23,7 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/authzen"
 	egressdoor "github.com/writ-authz/writ/proxy/egress"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
@@ -53,6 +54,10 @@ type sidecar struct {
 	envoy *extauthz.Server
 	// extproc is the ext_proc server (nil unless envoy.ext_proc_listen is set).
 	extproc *extproc.Server
+	// authzen is the AuthZEN policy decision point (nil unless
+	// authzen.listen is set). Wired here for now: the assembly (server/)
+	// takes it over.
+	authzen *authzen.Server
 	// push delivers notifications (nil when push.disabled).
 	push *push.Deliverer
 	// dlog is the decision log; flushed on shutdown.
@@ -193,6 +198,18 @@ func startSidecar(ctx context.Context, cfg *config.Config, log *slog.Logger) (_ 
 		}
 		undo = append(undo, sc.stopEgress)
 	}
+	// --- AuthZEN door (issue 24): minimal wiring until the assembly takes it over.
+	if cfg.AuthZEN.Enabled() {
+		if err := sc.startAuthZEN(); err != nil {
+			return nil, err
+		}
+		undo = append(undo, func() {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			sc.authzen.Shutdown(ctx)
+		})
+	}
+	// --- end of the AuthZEN door's wiring.
 	go func() { _ = sc.srv.Serve(sc.ln) }()
 	go func() { _ = sc.admin.Serve(sc.adminLn) }()
 	if cfg.DryRun {
@@ -281,6 +298,9 @@ func (sc *sidecar) shutdown(timeout time.Duration) {
 		sc.egress.Shutdown(ctx)
 		sc.exch.Close()
 	}
+	if sc.authzen != nil {
+		sc.authzen.Shutdown(ctx)
+	}
 	_ = sc.srv.Shutdown(ctx)
 	_ = sc.admin.Shutdown(ctx)
 	sc.core.Close()
@@ -364,6 +384,47 @@ func (sc *sidecar) stopEgress() {
 	cancel()
 	sc.egress.Shutdown(ctx)
 	sc.exch.Close()
+}
+
+// startAuthZEN opens the AuthZEN listener (authzen.listen) over the
+// sidecar's core and engine: delegation questions are decided by the core
+// as the sidecar decides requests, and the applications' packages by the
+// engine's prepared rules. (Issue 24's minimal wiring; the assembly takes
+// it over.)
+func (sc *sidecar) startAuthZEN() error {
+	var tc *tls.Config
+	if t := sc.cfg.AuthZEN.TLS; t != nil {
+		var err error
+		if tc, err = newServerTLS(*t, sc.log); err != nil {
+			return fmt.Errorf("authzen.tls: %w", err)
+		}
+	}
+	pdp, err := authzen.New(sc.core, engineRules(sc.engine), sc.ident, sc.cfg, authzen.Options{TLS: tc, Logger: sc.log})
+	if err != nil {
+		return err
+	}
+	if err := pdp.Listen(); err != nil {
+		return err
+	}
+	sc.authzen = pdp
+	var apps []string
+	for _, a := range sc.cfg.AuthZEN.Applications {
+		apps = append(apps, a.Name+"="+a.PackageRef())
+	}
+	sc.log.Info("AuthZEN: the policy decision point is serving", "addr", pdp.Addr(), "tls", tc != nil,
+		"delegation_profile", !sc.cfg.AuthZEN.Delegation.Disabled, "applications", apps, "clients", sc.cfg.AuthZEN.Clients)
+	return nil
+}
+
+// engineRules is the engine's prepared rules as the AuthZEN door takes them.
+func engineRules(e *authz.Engine) authzen.Rules {
+	return authzen.RulesFunc(func(ref string) (authzen.Rule, error) {
+		q, err := e.Prepare(ref)
+		if err != nil {
+			return nil, err // never a nil *Prepared in a non-nil Rule
+		}
+		return q, nil
+	})
 }
 
 // warnRouteName warns, once, that Envoy requests may go unnamed.

@@ -34,13 +34,16 @@ import (
 // identity provider that signs real JWTs: the core (Core), its follower, and
 // the sidecar door listening at Srv.
 type Harness struct {
-	T     *testing.T
-	Core  *proxy.Core
-	Bus   *events.Bus
-	Srv   *httptest.Server
-	Store *task.MemoryStore
-	IdP   *devidp.Provider
-	Cfg   *config.Config
+	T    *testing.T
+	Core *proxy.Core
+	// Engine is the core's decision engine (for doors that also evaluate
+	// other rules of the policy set: the AuthZEN applications).
+	Engine *authz.Engine
+	Bus    *events.Bus
+	Srv    *httptest.Server
+	Store  *task.MemoryStore
+	IdP    *devidp.Provider
+	Cfg    *config.Config
 }
 
 // Issuer is the test identity provider's issuer.
@@ -129,7 +132,7 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
-	h := &Harness{T: t, Core: px, Bus: bus, Store: store, IdP: idp, Cfg: cfg}
+	h := &Harness{T: t, Core: px, Engine: engine, Bus: bus, Store: store, IdP: idp, Cfg: cfg}
 	sc := sidecar.New(px, cfg.Limits, quiet, nil)
 	h.Srv = httptest.NewUnstartedServer(sc)
 	h.Srv.Listener.Close()

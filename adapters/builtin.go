@@ -33,6 +33,7 @@ var (
 		Edge
 		Answers
 		Cards
+		SignedCards
 		ExtendedCards
 		Push
 		Poller

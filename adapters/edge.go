@@ -64,11 +64,28 @@ type Cards interface {
 	ParseCard(body []byte) (card *task.AgentCard, version string, err error)
 }
 
+// SignedCards is a protocol whose cards carry signatures over their
+// content: writ checks an agent's card before it reads it, and signs every
+// card it renders (the agent's signature does not survive writ's rewrite).
+// The keys and the cryptography are the core's; the edge knows where a card
+// keeps its signatures and what content they cover.
+type SignedCards interface {
+	// CardSignatures reads a fetched card: its signatures (none: unsigned)
+	// and the contents a signature may cover, in the order to try them.
+	// Each content is itself a card: the one to read, in place of body,
+	// once a signature verifies over it.
+	CardSignatures(body []byte) (sigs []wire.Signature, contents [][]byte, err error)
+	// SignCard signs a card RenderCard rendered in version and returns the
+	// bytes to serve, whose content (as a verifier computes it) is exactly
+	// what sign signed.
+	SignCard(body []byte, version string, sign wire.Signer) ([]byte, error)
+}
+
 // ExtendedCards is a protocol whose agents serve a richer card to
-// authenticated callers, which writ rewrites in the agent's answer as it
-// rewrites the public card.
+// authenticated callers, which writ checks, rewrites and signs in the
+// agent's answer as it does the public card (rw).
 type ExtendedCards interface {
-	RewriteCardAnswer(req *task.Request, status int, body []byte, publish func(*task.AgentCard) *task.AgentCard) ([]byte, error)
+	RewriteCardAnswer(req *task.Request, status int, body []byte, rw wire.CardRewrite) ([]byte, error)
 }
 
 // Push is a protocol with push notifications, which writ keeps and delivers

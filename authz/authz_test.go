@@ -402,9 +402,12 @@ func TestBadPolicies(t *testing.T) {
 	}
 	os.Remove(filepath.Join(dir, "broken.rego"))
 
-	// A change that breaks the policy's own tests (depth 4 → 9 fails depth_test).
-	setData(t, dir, `"max_delegation_depth": 4`, `"max_delegation_depth": 9`)
-	if err := r.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "policy tests failed") {
+	// A change that breaks the policy's own tests: a depth outside its range
+	// (1 to 16) fails the range test, whose message says what is wrong.
+	setData(t, dir, `"max_delegation_depth": 4`, `"max_delegation_depth": 17`)
+	if err := r.Reload(context.Background()); err == nil || !strings.Contains(err.Error(), "policy tests failed") ||
+		!strings.Contains(err.Error(), "test_data_is_within_its_documented_range") ||
+		!strings.Contains(err.Error(), "data.writ.config.max_delegation_depth is 17; it must be an integer from 1 to 16") {
 		t.Fatalf("failing tests: %v", err)
 	}
 	if e.Policy().Revision != p.Revision {

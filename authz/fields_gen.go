@@ -11,10 +11,10 @@ import (
 )
 
 // sectionsInput are the top-level members of Input, in order.
-var sectionsInput = []string{"version", "direction", "operation", "protocol", "caller", "target", "task", "push", "request"}
+var sectionsInput = []string{"version", "direction", "operation", "protocol", "caller", "target", "task", "push", "request", "egress"}
 
 // fieldNamesInput are the member names at every level of Input.
-var fieldNamesInput = []string{"version", "direction", "operation", "name", "binding", "method", "protocol", "authenticated", "issuer", "agent_id", "user_id", "tenant", "scopes", "delegation_chain", "classification", "chain_id", "scopes_recorded", "hops", "claims", "caller", "owner", "tenants", "max_data_classification", "security_schemes", "id", "tags", "skills", "push_notifications", "target", "context_id", "state", "data_classification", "text", "file", "data", "parts", "file_uris", "skill", "task", "url", "scheme", "host", "port", "has_token", "auth_scheme", "push", "path", "source_address", "request"}
+var fieldNamesInput = []string{"version", "direction", "operation", "name", "binding", "method", "protocol", "authenticated", "issuer", "agent_id", "user_id", "tenant", "scopes", "delegation_chain", "classification", "chain_id", "scopes_recorded", "hops", "claims", "caller", "owner", "tenants", "max_data_classification", "security_schemes", "id", "tags", "skills", "push_notifications", "target", "context_id", "state", "data_classification", "text", "file", "data", "parts", "file_uris", "skill", "task", "url", "scheme", "host", "port", "has_token", "auth_scheme", "push", "path", "source_address", "request", "root", "egress"}
 
 // valueInputProtocol converts x to an OPA object.
 func valueInputProtocol(x *InputProtocol) ast.Value {
@@ -585,6 +585,41 @@ func keyInputRequestAt(e *keyEnc, x *InputRequest, rest []string) {
 	}
 }
 
+// valueInputEgress converts x to an OPA object.
+func valueInputEgress(x *InputEgress) ast.Value {
+	return ast.NewObject(
+		item("root", ast.Boolean(x.Root)),
+	)
+}
+
+// keyInputEgress encodes the whole of x into the decision-cache key.
+func keyInputEgress(e *keyEnc, x *InputEgress) {
+	e.flag(x.Root)
+}
+
+// fieldInputEgress is member k of x as the paths in sub read it, nil when x has no member k.
+func fieldInputEgress(x *InputEgress, k string, sub shape) ast.Value {
+	switch k {
+	case "root":
+		return ast.Boolean(x.Root)
+	}
+	return nil
+}
+
+// keyInputEgressAt encodes what the read path rest reaches in x into the decision-cache key.
+func keyInputEgressAt(e *keyEnc, x *InputEgress, rest []string) {
+	if len(rest) == 0 {
+		keyInputEgress(e, x)
+		return
+	}
+	switch rest[0] {
+	case "root":
+		e.flag(x.Root)
+	default:
+		e.absent()
+	}
+}
+
 // valueInput converts x to an OPA object.
 func valueInput(x *Input) ast.Value {
 	obj := ast.NewObject(
@@ -599,6 +634,9 @@ func valueInput(x *Input) ast.Value {
 	)
 	if x.Push != nil {
 		obj.Insert(keyTerm("push"), ast.NewTerm(valueInputPush(x.Push)))
+	}
+	if x.Egress != nil {
+		obj.Insert(keyTerm("egress"), ast.NewTerm(valueInputEgress(x.Egress)))
 	}
 	return obj
 }
@@ -619,6 +657,12 @@ func keyInput(e *keyEnc, x *Input) {
 		keyInputPush(e, x.Push)
 	}
 	keyInputRequest(e, &x.Request)
+	if x.Egress == nil {
+		e.flag(false)
+	} else {
+		e.flag(true)
+		keyInputEgress(e, x.Egress)
+	}
 }
 
 // fieldInput is member k of x as the paths in sub read it, nil when x has no member k.
@@ -645,6 +689,11 @@ func fieldInput(x *Input, k string, sub shape) ast.Value {
 		return pruned(x.Push, sub, valueInputPush, fieldInputPush)
 	case "request":
 		return pruned(&x.Request, sub, valueInputRequest, fieldInputRequest)
+	case "egress":
+		if x.Egress == nil {
+			return nil
+		}
+		return pruned(x.Egress, sub, valueInputEgress, fieldInputEgress)
 	}
 	return nil
 }
@@ -679,6 +728,13 @@ func keyInputAt(e *keyEnc, x *Input, rest []string) {
 		keyInputPushAt(e, x.Push, rest[1:])
 	case "request":
 		keyInputRequestAt(e, &x.Request, rest[1:])
+	case "egress":
+		if x.Egress == nil {
+			e.flag(false)
+			return
+		}
+		e.flag(true)
+		keyInputEgressAt(e, x.Egress, rest[1:])
 	default:
 		e.absent()
 	}

@@ -44,6 +44,17 @@ type Input struct {
 	Task      InputTask     `json:"task"`
 	Push      *InputPush    `json:"push,omitempty"`
 	Request   InputRequest  `json:"request"`
+	// Egress is set on egress decisions only: what the call is, beyond its
+	// caller and target.
+	Egress *InputEgress `json:"egress,omitempty"`
+}
+
+// InputEgress describes a call the protected agent makes through writ's
+// egress listener.
+type InputEgress struct {
+	// Root: the call names no inbound request (no Writ-Parent): it starts a
+	// new delegation at this agent, on a credential the agent presented.
+	Root bool `json:"root"`
 }
 
 // InputProtocol says which protocol carried the request.
@@ -185,6 +196,8 @@ type Facts struct {
 	DefaultClassification task.Level
 	// Direction is DirectionIngress (the default) or DirectionEgress.
 	Direction string
+	// Root: an egress call that names no inbound request (input.egress.root).
+	Root bool
 }
 
 func nonNil(s []string) []string {
@@ -229,6 +242,9 @@ func BuildInput(f *Facts) *Input {
 	}
 	if in.Direction == "" {
 		in.Direction = DirectionIngress
+	}
+	if in.Direction == DirectionEgress {
+		in.Egress = &InputEgress{Root: f.Root}
 	}
 	if in.Caller.Method == "" {
 		in.Caller.Method = "anonymous"

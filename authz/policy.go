@@ -2,14 +2,12 @@ package authz
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
-	"sort"
+	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
 // DefaultQuery is the decision the shipped policy defines.
@@ -47,6 +46,10 @@ type Policy struct {
 	// noPartial: every target evaluates the whole policy.
 	noPartial bool
 	targets   targets
+	// required is the scopes each operation requires (RequiredScopes).
+	required requiredScopes
+	// rules are the compiled queries of the policy's other rules (rule.go).
+	rules ruleQueries
 }
 
 // TestSummary counts the results of a policy set's own Rego tests.
@@ -75,6 +78,11 @@ type LoadOptions struct {
 	// it is accepted (at start and on every reload): a set that compiles and
 	// passes its tests (or has none) but fails on real requests is refused.
 	Smoke []Smoke
+	// Rules are references to rules other than the decision that the set
+	// must define (an AuthZEN application's decision, named in writ's
+	// configuration): a set that defines nothing at one of them is refused,
+	// at start and on every reload. Their queries are compiled at load.
+	Rules []string
 }
 
 // Smoke is one known request of LoadOptions.Smoke, and what to call it in an
@@ -92,14 +100,7 @@ func policyFiles(abspath string, info fs.FileInfo, _ int) bool {
 		// to them: load each file once, through its link.
 		return true
 	}
-	if info.IsDir() {
-		return false
-	}
-	switch filepath.Ext(abspath) {
-	case ".rego", ".json", ".yaml", ".yml":
-		return false
-	}
-	return true
+	return !info.IsDir() && !isPolicyFile(abspath)
 }
 
 // isTest reports whether a file holds Rego tests (kept out of the decision query).
@@ -162,6 +163,11 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 	if err := p.compile(ctx, res.Modules, opt.Query); err != nil {
 		return nil, err
 	}
+	for _, ref := range opt.Rules {
+		if _, err := p.rule(ref); err != nil {
+			return nil, fmt.Errorf("the policy lacks a rule the configuration names: %w", err)
+		}
+	}
 	for _, s := range opt.Smoke {
 		// The whole policy, with built-in errors strict as in every decision.
 		if _, err := p.decision(ctx, p.full, p.value(s.Input, nil)); err != nil {
@@ -210,46 +216,6 @@ func (p *Policy) newCompiler(ctx context.Context, txn storage.Transaction) *ast.
 		WithPathConflictsCheck(storage.NonEmpty(ctx, p.store, txn))
 }
 
-// revisionOf hashes the path and content of every policy and data file under the
-// paths, in order, so any edit makes a new revision; it also lists the files.
-func revisionOf(paths []string) (string, []string, error) {
-	var files []string
-	for _, root := range paths {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if path != root && strings.HasPrefix(d.Name(), "..") {
-				if d.IsDir() {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			switch filepath.Ext(path) {
-			case ".rego", ".json", ".yaml", ".yml":
-				if !d.IsDir() {
-					files = append(files, path)
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return "", nil, err
-		}
-	}
-	sort.Strings(files)
-	h := sha256.New()
-	for _, f := range files {
-		raw, err := os.ReadFile(f)
-		if err != nil {
-			return "", nil, err
-		}
-		fmt.Fprintf(h, "%s\x00%d\x00", f, len(raw))
-		h.Write(raw)
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16], files, nil
-}
-
 // TestResult is one Rego test's outcome.
 type TestResult struct {
 	Name     string
@@ -258,11 +224,22 @@ type TestResult struct {
 	Pass     bool
 	Skipped  bool
 	Err      string
-	Duration time.Duration
+	// Output is what the test printed (print()). A shipped test that fails
+	// prints what it expected and what came out (docs/policy-authoring.md).
+	Output string
+	// FailedAt is the expression a failed test stopped at, "file:line: text"
+	// (TestPolicies only; empty when it cannot be told).
+	FailedAt string
+	// FailedValues is that expression drawn with the values of its parts, as
+	// `opa test --var-values` draws it.
+	FailedValues string
+	Duration     time.Duration
 }
 
 // TestPolicies loads the policy and data files under paths and runs their Rego
-// tests, as `opa test` does.
+// tests, as `opa test` does. A failed test is run once more, traced, to find
+// the expression it failed at (as `opa test --var-values` does, for the
+// failed tests alone).
 func TestPolicies(ctx context.Context, paths []string) ([]TestResult, TestSummary, error) {
 	res, err := loader.NewFileLoader().WithRegoVersion(ast.RegoV1).Filtered(paths, policyFiles)
 	if err != nil {
@@ -272,7 +249,21 @@ func TestPolicies(ctx context.Context, paths []string) ([]TestResult, TestSummar
 	if err != nil {
 		return nil, TestSummary{}, fmt.Errorf("loading policy data: %w", err)
 	}
-	return runTests(ctx, res.ParsedModules(), store)
+	modules := res.ParsedModules()
+	results, sum, err := runTests(ctx, modules, store)
+	if errors.Is(err, ErrPolicyTests) {
+		at := failedAt(ctx, modules, store, results)
+		for i := range results {
+			f := at[results[i].Location]
+			results[i].FailedAt, results[i].FailedValues = f.at, f.values
+		}
+	}
+	return results, sum, err
+}
+
+// newRunner is the test runner every run of a set's tests uses.
+func newRunner(modules map[string]*ast.Module, store storage.Store) *tester.Runner {
+	return tester.NewRunner().SetStore(store).SetModules(modules).SetTimeout(30 * time.Second)
 }
 
 // runTests runs the set's _test.rego files through OPA's tester.
@@ -292,13 +283,13 @@ func runTests(ctx context.Context, modules map[string]*ast.Module, store storage
 		return nil, sum, err
 	}
 	defer store.Abort(ctx, txn)
-	ch, err := tester.NewRunner().SetStore(store).SetModules(modules).SetTimeout(30*time.Second).RunTests(ctx, txn)
+	ch, err := newRunner(modules, store).RunTests(ctx, txn)
 	if err != nil {
 		return nil, sum, fmt.Errorf("running policy tests: %w", err)
 	}
 	var results []TestResult
 	for r := range ch {
-		tr := TestResult{Name: r.Name, Package: r.Package, Duration: r.Duration}
+		tr := TestResult{Name: r.Name, Package: r.Package, Duration: r.Duration, Output: string(r.Output)}
 		if r.Location != nil {
 			tr.Location = r.Location.String()
 		}
@@ -306,10 +297,10 @@ func runTests(ctx context.Context, modules map[string]*ast.Module, store storage
 		case r.Error != nil:
 			sum.Errored++
 			tr.Err = r.Error.Error()
-			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s: %v", r.Package, r.Name, r.Error))
+			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s: %v%s", r.Package, r.Name, r.Error, printed(tr.Output)))
 		case r.Fail:
 			sum.Failed++
-			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s (%s)", r.Package, r.Name, tr.Location))
+			sum.Failures = append(sum.Failures, fmt.Sprintf("%s.%s (%s)%s", r.Package, r.Name, tr.Location, printed(tr.Output)))
 		case r.Skip:
 			tr.Skipped = true
 		default:
@@ -322,4 +313,79 @@ func runTests(ctx context.Context, modules map[string]*ast.Module, store storage
 		return results, sum, fmt.Errorf("%w: %d failed, %d errored: %s", ErrPolicyTests, sum.Failed, sum.Errored, strings.Join(sum.Failures, "; "))
 	}
 	return results, sum, nil
+}
+
+// maxPrinted bounds what a failed test's output adds to TestSummary.Failures
+// (and so to a refused reload's error and its log line).
+const maxPrinted = 1024
+
+// printed is a failed test's output for TestSummary.Failures: on one line,
+// after a colon, at most maxPrinted bytes.
+func printed(output string) string {
+	s := strings.Join(strings.Fields(output), " ")
+	if s == "" {
+		return ""
+	}
+	if len(s) > maxPrinted {
+		s = strings.ToValidUTF8(s[:maxPrinted], "") + " …"
+	}
+	return ": " + s
+}
+
+// maxFailedAt bounds the expression text of TestResult.FailedAt.
+const maxFailedAt = 240
+
+// failure is where a failed test stopped (TestResult.FailedAt, FailedValues).
+type failure struct{ at, values string }
+
+// failedAt runs the failed tests of results again with tracing and returns,
+// by test location, the expression each failed at: the last expression of
+// the test's own evaluation that failed (not the query of the test, nor an
+// every, whose failing body expression is the one to show).
+func failedAt(ctx context.Context, modules map[string]*ast.Module, store storage.Store, results []TestResult) map[string]failure {
+	var names []string
+	for _, r := range results {
+		if !r.Pass && !r.Skipped && r.Err == "" {
+			names = append(names, regexp.QuoteMeta(r.Package+"."+strings.SplitN(r.Name, "#", 2)[0]))
+		}
+	}
+	out := map[string]failure{}
+	if len(names) == 0 {
+		return out
+	}
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return out
+	}
+	defer store.Abort(ctx, txn)
+	ch, err := newRunner(modules, store).EnableTracing(true).Filter("^("+strings.Join(names, "|")+")$").RunTests(ctx, txn)
+	if err != nil {
+		return out
+	}
+	for r := range ch {
+		if !r.Fail || r.Location == nil {
+			continue
+		}
+		for _, e := range slices.Backward(r.Trace) {
+			if e.Op != topdown.FailOp || e.Location == nil || e.QueryID == 0 {
+				continue
+			}
+			if expr, ok := e.Node.(*ast.Expr); ok {
+				if _, every := expr.Terms.(*ast.Every); every {
+					continue
+				}
+			}
+			text := strings.Join(strings.Fields(string(e.Location.Text)), " ")
+			if len(text) > maxFailedAt {
+				text = strings.ToValidUTF8(text[:maxFailedAt], "") + " …"
+			}
+			var values strings.Builder
+			if err := topdown.PrettyEvent(&values, e, topdown.PrettyEventOpts{PrettyVars: true}); err != nil {
+				values.Reset()
+			}
+			out[r.Location.String()] = failure{at: fmt.Sprintf("%s:%d: %s", e.Location.File, e.Location.Row, text), values: values.String()}
+			break
+		}
+	}
+	return out
 }

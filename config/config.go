@@ -50,8 +50,17 @@ type Config struct {
 	// Envoy runs writ as Envoy's external authorization service as well (off
 	// unless a listener is named).
 	Envoy Envoy `yaml:"envoy"`
+	// Egress is egress mode: a listener for the protected agent's own
+	// outbound calls (off unless egress.listen is set; config/egress.go).
+	Egress Egress `yaml:"egress"`
 	// Push configures push notifications, which writ handles itself.
 	Push Push `yaml:"push"`
+	// Cards configures the signatures of agent cards: the key writ signs the
+	// cards it serves with, and the hosts a fetched card's key set may be on.
+	Cards Cards `yaml:"cards"`
+	// AuthZEN runs writ as an OpenID AuthZEN 1.0 policy decision point as
+	// well (off unless authzen.listen is set).
+	AuthZEN AuthZEN `yaml:"authzen"`
 	// DecisionLog configures the audit stream of decisions and lifecycle events.
 	DecisionLog DecisionLog `yaml:"decision_log"`
 	// Metrics configures the Prometheus metrics on the admin listener.
@@ -75,8 +84,12 @@ type Config struct {
 // AdminLoopback reports whether the admin listener is bound to loopback only
 // (a loopback IP or localhost): the only case its operator routes answer
 // without admin_token_file.
-func (c *Config) AdminLoopback() bool {
-	h, _, err := net.SplitHostPort(c.Admin)
+func (c *Config) AdminLoopback() bool { return loopback(c.Admin) }
+
+// loopback reports whether a listen address is bound to loopback only (a
+// loopback IP or localhost).
+func loopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
 	}
@@ -319,6 +332,28 @@ type Agent struct {
 	// CallbackHosts are the hosts push callbacks for this agent's tasks may
 	// go to (facts.go: data.writ.config.callbacks.targets[name]).
 	CallbackHosts []string `yaml:"callback_hosts"`
+	// RequireSignedCard refuses the agent's card unless a signature on it
+	// verifies (a card whose signatures do not verify is refused either way).
+	RequireSignedCard bool `yaml:"require_signed_card"`
+	// CardKeys is a JWKS file: the only keys the agent's card may be signed
+	// with (its signatures' jku is then never fetched). Empty: the key set
+	// each signature's jku names.
+	CardKeys string `yaml:"card_keys"`
+}
+
+// Cards configures card signatures: writ signs every card it serves (it
+// rewrites the agent's, whose own signature would no longer verify), and
+// verifies a card an agent serves signed.
+type Cards struct {
+	// SigningKeyFile is writ's ES256 private key (a JWK): read when it
+	// exists, generated and written (0600) when it does not. Empty: a key
+	// generated at start and never written (the served cards' kid changes
+	// with every start).
+	SigningKeyFile string `yaml:"signing_key_file"`
+	// JKUTrustedHosts may be named by a card signature's jku although they
+	// resolve to private or loopback addresses, and over http (for tests and
+	// development: each entry is a hole in the card-fetch SSRF guard).
+	JKUTrustedHosts []string `yaml:"jku_trusted_hosts"`
 }
 
 // Push configures in-process push notifications: writ keeps the callers' push
@@ -548,7 +583,9 @@ func (c *Config) applyDefaults() {
 		lc.RetiredIDs.FalsePositiveRate = task.DefaultRetiredFalsePositive
 	}
 	c.Envoy.applyDefaults()
+	c.AuthZEN.applyDefaults()
 	c.Store.applyDefaults()
+	c.Egress.applyDefaults(c.Agents)
 	for i := range c.Agents {
 		a := &c.Agents[i]
 		if a.Protocol == "" {
@@ -628,6 +665,14 @@ func (c *Config) Validate() error {
 	if k := c.DecisionLog.SigningKeyFile; k != "" && strings.TrimSpace(k) == "" {
 		bad("decision_log.signing_key_file", "must name a file")
 	}
+	if k := c.Cards.SigningKeyFile; k != "" && strings.TrimSpace(k) != k {
+		bad("cards.signing_key_file", "%q: must name a file, without surrounding spaces", k)
+	}
+	for i, h := range c.Cards.JKUTrustedHosts {
+		if h == "" || (strings.ContainsAny(h, "/@ :") && net.ParseIP(strings.Trim(h, "[]")) == nil) {
+			bad(fmt.Sprintf("cards.jku_trusted_hosts[%d]", i), "must be a host name or an IP address (no scheme, port or path), not %q", h)
+		}
+	}
 	if lc := c.Lifecycle; lc.MaxTasks < 0 || lc.MaxTasksPerOwner < 0 || lc.MaxFollowers < 0 || lc.MaxFollowersPerOwner < 0 {
 		bad("lifecycle", "task and follower bounds must be positive")
 	}
@@ -642,6 +687,7 @@ func (c *Config) Validate() error {
 		bad("lifecycle.retired_ids", "%v", err)
 	}
 	c.Envoy.validate(c, bad)
+	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
 	c.Log.validate(bad)
 	c.TLS.validate(bad)
@@ -716,6 +762,9 @@ func (c *Config) Validate() error {
 		if len(a.SecuritySchemes) == 0 {
 			bad(key+".security_schemes", "required: the auth scheme kinds the agent accepts")
 		}
+		if a.CardKeys != "" && strings.TrimSpace(a.CardKeys) != a.CardKeys {
+			bad(key+".card_keys", "%q: must name a JWKS file, without surrounding spaces", a.CardKeys)
+		}
 		for j, s := range a.SecuritySchemes {
 			switch task.SchemeKind(s) {
 			case task.SchemeAPIKey, task.SchemeHTTP, task.SchemeOAuth2, task.SchemeOIDC, task.SchemeMTLS:
@@ -724,6 +773,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+	c.Egress.validate(c, bad)
 	c.validateFacts(bad)
 	return ps.err()
 }

@@ -116,7 +116,13 @@ func TestInvalid(t *testing.T) {
 			return s + "decision_log:\n  checkpoint_every: 1000001\n"
 		},
 		"decision_log.signing_key_file": func(s string) string { return s + "decision_log:\n  signing_key_file: ' '\n" },
-		"agents: at least one":          func(string) string { return "listen: 127.0.0.1:1\n" },
+		"cards.signing_key_file":        func(s string) string { return s + "cards:\n  signing_key_file: ' card.jwk'\n" },
+		"cards.jku_trusted_hosts[0]":    func(s string) string { return s + "cards:\n  jku_trusted_hosts: ['https://x/']\n" },
+		"cards.jku_trusted_hosts[1]":    func(s string) string { return s + "cards:\n  jku_trusted_hosts: ['::1', 'x:443']\n" },
+		"agents[0].card_keys: \" k.jwks\"": func(s string) string {
+			return strings.Replace(s, "max_data_classification: restricted", "max_data_classification: restricted\n    card_keys: ' k.jwks'", 1)
+		},
+		"agents: at least one": func(string) string { return "listen: 127.0.0.1:1\n" },
 		"limits.max_referenced_tasks: must be from 1 to 256": func(s string) string {
 			return s + "limits:\n  max_referenced_tasks: -1\n"
 		},

@@ -7,9 +7,9 @@ import (
 )
 
 // Exchange configures how writ obtains outbound tokens on egress: RFC 8693
-// token exchange at an STS (package authz/exchange). It will be the
-// egress.exchange block of writ.yaml; until the egress door reads it, it is
-// validated on its own (Validate), with the keys named as they will be.
+// token exchange at an STS (package authz/exchange). It is the
+// egress.exchange block of writ.yaml, validated with the rest of the file
+// when egress is on, and on its own by Validate.
 type Exchange struct {
 	// Issuer is the STS's issuer URL: the iss every token it returns must
 	// carry, and where its discovery document is
@@ -94,7 +94,13 @@ func (e *Exchange) Audience(name string) string {
 // *Problems whose keys start with ExchangeKey.
 func (e *Exchange) Validate() error {
 	ps := &problems{pos: positions{}}
-	bad := func(key, format string, args ...any) { ps.add(ExchangeKey+"."+key, format, args...) }
+	e.validate(ps.add)
+	return ps.err()
+}
+
+// validate reports the block's problems to add, under ExchangeKey.
+func (e *Exchange) validate(add func(key, format string, args ...any)) {
+	bad := func(key, format string, args ...any) { add(ExchangeKey+"."+key, format, args...) }
 	if e.Issuer == "" {
 		bad("issuer", "required: the STS's issuer URL")
 	} else if err := validIssuerURL(e.Issuer); err != nil {
@@ -140,5 +146,4 @@ func (e *Exchange) Validate() error {
 		// margin would exchange again on nearly every call.
 		bad("refresh_before", "must be from 0 to %s, not %s", maxRefreshBefore, e.RefreshBefore)
 	}
-	return ps.err()
 }

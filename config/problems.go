@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"reflect"
 	"sort"
 	"strings"
@@ -120,8 +121,24 @@ func (c *Config) Warnings() []Problem {
 	if id.StaticTokensFile != "" {
 		ps.add("identity.static_tokens_file", "static tokens are for development only")
 	}
+	if a := c.AuthZEN; a.Enabled() && a.TLS == nil && !loopback(a.Listen) {
+		ps.add("authzen.listen", "the AuthZEN listener is not on loopback and serves plain HTTP: the connection between an enforcement point and the decision point must be TLS (set authzen.tls)")
+	}
+	if t := c.AuthZEN.TLS; c.AuthZEN.Enabled() && t != nil && t.Mode() != ClientAuthNone && id.MTLS == nil {
+		ps.add("authzen.tls.client_ca_file", "client certificates are verified but identify no enforcement point: set identity.mtls (trust_domain) to read their SPIFFE IDs")
+	}
 	if c.AdminTokenFile == "" && !c.AdminLoopback() {
 		ps.add("admin", "the admin listener is not on loopback and admin_token_file is not set: its operator routes (task records, the policy, reload, pprof) answer 403; /healthz, /readyz and /metrics stay open")
+	}
+	if c.Egress.Enabled() && c.Egress.AllowRemote {
+		if h, _, err := net.SplitHostPort(c.Egress.Listen); err == nil && !loopbackHost(h) {
+			ps.add("egress.allow_remote", "the egress listener is not on loopback: whoever reaches it and knows a forwarded request's decision id acts with that request's authority")
+		}
+	}
+	for i, a := range c.Agents {
+		if a.RequireSignedCard && a.CardKeys == "" {
+			ps.add(fmt.Sprintf("agents[%d].require_signed_card", i), "without card_keys, a card verifies with whatever key set its signature's jku names: that proves the card unaltered since its jku's owner signed it, not who that owner is; pin the signer's keys with agents[].card_keys")
+		}
 	}
 	sorted(ps.list)
 	return ps.list

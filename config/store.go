@@ -22,6 +22,8 @@ const (
 	DefaultSweepInterval = 10 * time.Second
 	DefaultCommitDelay   = 100 * time.Millisecond
 	DefaultWorkLease     = 30 * time.Second
+	// MaxBatchWindow bounds store.batch_window (the file store's own bound).
+	MaxBatchWindow = 10 * time.Millisecond
 )
 
 // Store configures the lifecycle store: where task records, context owners,
@@ -44,6 +46,13 @@ type Store struct {
 	// be durable at once (a non-terminal state, an artifact name) before it
 	// commits it, when no durable write commits it sooner (default 100ms).
 	CommitDelay time.Duration `yaml:"commit_delay"`
+	// BatchWindow is how long the file store lets a commit that a request
+	// waits for wait, from the first such write, for other requests' writes
+	// to share its fsync, while the store is busy (writes arrived while its
+	// last commit synced); an idle store commits at once. Unset: 1ms;
+	// 0: never wait (a commit starts as soon as none is under way). At most
+	// 10ms: it adds to a durable write's wait under load.
+	BatchWindow *time.Duration `yaml:"batch_window"`
 	// WorkLease is how long this process holds a push delivery or a followed
 	// task without renewing its lease (default 30s). Leases are renewed, and
 	// unheld work claimed, every third of it; a process that dies has its work
@@ -128,6 +137,14 @@ func (s *Store) validate(bad func(key, format string, args ...any)) {
 			bad(key, "must be positive")
 		}
 	}
+	if w := s.BatchWindow; w != nil {
+		if *w < 0 || *w > MaxBatchWindow {
+			bad("store.batch_window", "%v: must be between 0 and %v (it adds to a durable write's wait)", *w, MaxBatchWindow)
+		}
+		if s.Kind != "" && s.Kind != StoreFile {
+			bad("store.batch_window", "only with kind file (kind is %s)", s.Kind)
+		}
+	}
 	if s.WorkLease > 0 && s.WorkLease < 300*time.Millisecond {
 		bad("store.work_lease", "%v is too short to renew in time (at least 300ms)", s.WorkLease)
 	}
@@ -156,6 +173,18 @@ func (s *Store) validate(bad func(key, format string, args ...any)) {
 	if t := r.TLS; t != nil && (t.CertFile == "") != (t.KeyFile == "") {
 		bad("store.redis.tls", "cert_file and key_file go together")
 	}
+}
+
+// FileBatchWindow is the file store's batch window as filestore.Options
+// takes it: 0 for the default (unset), negative for none (0).
+func (s *Store) FileBatchWindow() time.Duration {
+	switch {
+	case s.BatchWindow == nil:
+		return 0
+	case *s.BatchWindow == 0:
+		return -1
+	}
+	return *s.BatchWindow
 }
 
 // String names the store for logs: its kind and where it is, never a secret.

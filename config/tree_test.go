@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,6 +146,27 @@ func TestWarnings(t *testing.T) {
 	}
 	if w := c.Warnings(); len(w) != 0 || c.TLS.Mode() != ClientAuthRequire {
 		t.Errorf("mtls on a verifying listener: %v %s", w, c.TLS.Mode())
+	}
+	signed := strings.Replace(one, "    security_schemes: [oauth2]\n", "    security_schemes: [oauth2]\n    require_signed_card: true\n", 1)
+	c, err = Parse([]byte(signed + "identity:\n  static_tokens_file: t\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, w := range c.Warnings() {
+		keys = append(keys, w.Key)
+	}
+	if !slices.Contains(keys, "agents[0].require_signed_card") {
+		t.Errorf("a signed card required, its keys not pinned: %v", keys)
+	}
+	c, err = Parse([]byte(strings.Replace(signed, "require_signed_card: true", "require_signed_card: true\n    card_keys: k.jwks", 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range c.Warnings() {
+		if w.Key == "agents[0].require_signed_card" {
+			t.Errorf("pinned keys still warned: %v", w)
+		}
 	}
 }
 

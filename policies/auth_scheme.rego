@@ -7,8 +7,14 @@
 #   - the way the caller authenticated (input.caller.method: jwt, mtls, static)
 #     fits none of the target's accepted schemes, per auth_methods.
 #
-# Tuned by: data.writ.config.accepted_auth_schemes (shipped: oauth2, openidconnect, mtls)
-#           data.writ.config.auth_methods (scheme -> caller methods it accepts)
+# Tuned by: data.writ.config.accepted_auth_schemes: one or more of oauth2,
+#           openidconnect, http, apikey, mtls, each once (shipped: oauth2,
+#           openidconnect, mtls).
+#           data.writ.config.auth_methods: scheme -> the caller methods it
+#           accepts, for every accepted scheme one or more of those it can
+#           carry: oauth2 and openidconnect jwt; http jwt and static; apikey
+#           static; mtls mtls (shipped: all of them). A method a scheme
+#           cannot carry (mtls for a jwt, say) is refused at load.
 package writ.authz
 
 default accepted_auth_schemes := []
@@ -52,3 +58,61 @@ denials contains {
 	offers_accepted_scheme
 	not caller_method_fits
 }
+
+# The caller methods each scheme kind can carry: the widest auth_methods.
+scheme_methods := {
+	"oauth2": ["jwt"],
+	"openidconnect": ["jwt"],
+	"http": ["jwt", "static"],
+	"apikey": ["static"],
+	"mtls": ["mtls"],
+}
+
+limits["accepted_auth_schemes"] := {
+	"range": "one or more of oauth2, openidconnect, http, apikey, mtls, each once",
+	"ends": [["apikey"], ["oauth2", "openidconnect", "http", "apikey", "mtls"]],
+}
+
+limits["auth_methods"] := {
+	"range": "for every accepted scheme, one or more of the caller methods it can carry (oauth2, openidconnect: jwt; http: jwt, static; apikey: static; mtls: mtls)",
+	"ends": [object.union(scheme_methods, {"http": ["jwt"]}), scheme_methods],
+}
+
+accepted_schemes_in_range if {
+	is_array(accepted_auth_schemes)
+	count(accepted_auth_schemes) > 0
+	count({s | some s in accepted_auth_schemes}) == count(accepted_auth_schemes)
+	every scheme in accepted_auth_schemes {
+		scheme_methods[scheme]
+	}
+}
+
+limit_errors contains limit_error("accepted_auth_schemes") if not accepted_schemes_in_range
+
+# A scheme's methods: a non-empty list of what the scheme can carry.
+methods_in_range(scheme, methods) if {
+	is_array(methods)
+	count(methods) > 0
+	every method in methods {
+		method in scheme_methods[scheme]
+	}
+}
+
+auth_methods_in_range if {
+	is_object(data.writ.config.auth_methods)
+	every scheme, methods in data.writ.config.auth_methods {
+		methods_in_range(scheme, methods)
+	}
+	every scheme in known_accepted_schemes {
+		data.writ.config.auth_methods[scheme]
+	}
+}
+
+# The accepted schemes of a kind writ knows (an unknown one is an error of
+# accepted_auth_schemes, not of auth_methods).
+known_accepted_schemes contains scheme if {
+	some scheme in accepted_auth_schemes
+	scheme_methods[scheme]
+}
+
+limit_errors contains limit_error("auth_methods") if not auth_methods_in_range

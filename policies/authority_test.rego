@@ -1,12 +1,15 @@
+# Tests that quote a scope or a level pin the configuration they quote
+# (fixture_config: the caller holds delegate, the task is restricted); the
+# others grant what valid_request holds under data.json.
 package writ.authz_test
 
 import data.writ.authz
 
-# A two-hop delegation that narrowed at every hop: orchestrator held
-# delegate and pay, payments-investigator (the caller) delegate only.
+# A two-hop delegation that narrowed at every hop: orchestrator held what the
+# caller holds and pay, payments-investigator (the caller) what it holds.
 narrowed := with_field("/caller/hops", [
-	hop("orchestrator", ["delegate", "pay"], "wholesale", "restricted"),
-	hop("payments-investigator", ["delegate"], "wholesale", "restricted"),
+	hop("orchestrator", array.concat(fitted_scopes, ["pay"]), "wholesale", fitted_level),
+	hop("payments-investigator", fitted_scopes, "wholesale", fitted_level),
 ])
 
 # A hop as writ's input carries it: every grant recorded.
@@ -19,63 +22,68 @@ hop(agent, scopes, tenant, classification) := {
 bare(agent) := {"agent_id": agent, "scopes": [], "scopes_recorded": false, "tenant": "", "classification": ""}
 
 test_narrowing_chain_passes if {
-	codes(narrowed) == []
+	expect(codes(narrowed), [])
 }
 
 test_no_hops_has_nothing_to_compare if {
-	codes(valid_request) == []
-	codes(with_field("/caller/hops", [])) == []
+	expect(codes(valid_request), [])
+	expect(codes(with_field("/caller/hops", [])), [])
 }
 
 test_hops_without_grants_pass if {
-	codes(with_field("/caller/hops", [bare("orchestrator"), bare("payments-investigator")])) == []
+	expect(codes(with_field("/caller/hops", [bare("orchestrator"), bare("payments-investigator")])), [])
 }
 
 test_scope_not_granted_by_a_hop_is_denied if {
-	request := with_field("/caller/hops", [
+	decision := decision_of(with_field("/caller/hops", [
 		object.union(bare("orchestrator"), {"scopes": ["read"], "scopes_recorded": true}),
 		object.union(bare("payments-investigator"), {"scopes": ["delegate"], "scopes_recorded": true}),
-	])
-	decision := authz.decision with input as request
-	decision.denials == [{"code": "AUTHORITY_WIDENED", "reason": "scope delegate was not granted to orchestrator"}]
+	])) with data.writ.config as fixture_config
+	expect(decision.denials, [{"code": "AUTHORITY_WIDENED", "reason": "scope delegate was not granted to orchestrator"}])
 }
 
 test_every_widened_scope_is_named if {
-	request := with_fields({
+	decision := decision_of(with_fields({
 		"/caller/scopes": ["delegate", "pay"],
 		"/caller/hops": [object.union(bare("orchestrator"), {"scopes_recorded": true})],
-	})
-	decision := authz.decision with input as request
-	decision.denials == [
+	})) with data.writ.config as fixture_config
+	expect(decision.denials, [
 		{"code": "AUTHORITY_WIDENED", "reason": "scope delegate was not granted to orchestrator"},
 		{"code": "AUTHORITY_WIDENED", "reason": "scope pay was not granted to orchestrator"},
-	]
+	])
 }
 
 test_task_above_a_hops_ceiling_is_denied if {
-	request := with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": "internal"})])
-	decision := authz.decision with input as request
-	decision.denials == [{"code": "AUTHORITY_WIDENED", "reason": "the task carries restricted; orchestrator was cleared up to internal"}]
+	decision := decision_of(with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": "internal"})])) with data.writ.config as fixture_config
+	expect(decision.denials, [{"code": "AUTHORITY_WIDENED", "reason": "the task carries restricted; orchestrator was cleared up to internal"}])
 }
 
 test_caller_ceiling_above_a_hops_is_denied if {
-	request := with_fields({
+	decision := decision_of(with_fields({
 		"/task/data_classification": "public",
 		"/caller/classification": "confidential",
 		"/caller/hops": [object.union(bare("orchestrator"), {"classification": "internal"})],
-	})
-	decision := authz.decision with input as request
-	decision.denials == [{"code": "AUTHORITY_WIDENED", "reason": "the caller is cleared up to confidential; orchestrator was cleared up to internal"}]
+	})) with data.writ.config as fixture_config
+	expect(decision.denials, [{"code": "AUTHORITY_WIDENED", "reason": "the caller is cleared up to confidential; orchestrator was cleared up to internal"}])
 }
 
 test_equal_ceilings_pass if {
-	codes(with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": "restricted"})])) == []
+	expect(codes(with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": fitted_level})])), [])
+}
+
+test_every_ceiling_below_the_task_is_denied if {
+	levels := authz.classification_order
+	widened := [level |
+		some i, level in levels
+		i < count(levels) - 1
+		codes(with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": level})])) != ["AUTHORITY_WIDENED"]
+	]
+	expect(widened, [])
 }
 
 test_another_tenant_on_a_hop_is_denied if {
-	request := with_field("/caller/hops", [object.union(bare("orchestrator"), {"tenant": "retail"})])
-	decision := authz.decision with input as request
-	decision.denials == [{"code": "AUTHORITY_WIDENED", "reason": "orchestrator acted in tenant retail, the caller in wholesale"}]
+	decision := decision_of(with_field("/caller/hops", [object.union(bare("orchestrator"), {"tenant": "retail"})]))
+	expect(decision.denials, [{"code": "AUTHORITY_WIDENED", "reason": "orchestrator acted in tenant retail, the caller in wholesale"}])
 }
 
 test_a_caller_without_tenant_cannot_match_a_hops if {
@@ -84,25 +92,23 @@ test_a_caller_without_tenant_cannot_match_a_hops if {
 }
 
 test_unknown_hop_ceiling_is_denied if {
-	request := with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": "secret"})])
-	decision := authz.decision with input as request
-	decision.denials == [{
+	decision := decision_of(with_field("/caller/hops", [object.union(bare("orchestrator"), {"classification": "secret"})])) with data.writ.config as fixture_config
+	expect(decision.denials, [{
 		"code": "AUTHORITY_WIDENED",
 		"reason": "orchestrator's ceiling secret is not one of [\"public\", \"internal\", \"confidential\", \"restricted\"]",
-	}]
+	}])
 }
 
 test_unreadable_hops_are_denied if {
-	codes(with_field("/caller/hops", "orchestrator")) == ["AUTHORITY_WIDENED"]
-	codes(with_field("/caller/hops", [7])) == ["AUTHORITY_WIDENED"]
-	codes(with_field("/caller/hops", [object.remove(bare("orchestrator"), ["agent_id"])])) == ["AUTHORITY_WIDENED"]
+	expect(codes(with_field("/caller/hops", "orchestrator")), ["AUTHORITY_WIDENED"])
+	expect(codes(with_field("/caller/hops", [7])), ["AUTHORITY_WIDENED"])
+	expect(codes(with_field("/caller/hops", [object.remove(bare("orchestrator"), ["agent_id"])])), ["AUTHORITY_WIDENED"])
 }
 
 test_unnamed_hop_reason_is_defined if {
-	request := with_field("/caller/hops", [{"scopes": ["read"], "scopes_recorded": true}])
-	decision := authz.decision with input as request
-	decision.denials == [
+	decision := decision_of(with_field("/caller/hops", [{"scopes": ["read"], "scopes_recorded": true}])) with data.writ.config as fixture_config
+	expect(decision.denials, [
 		{"code": "AUTHORITY_WIDENED", "reason": "hop 0 of the delegation cannot be read"},
 		{"code": "AUTHORITY_WIDENED", "reason": "scope delegate was not granted to (unnamed hop)"},
-	]
+	])
 }

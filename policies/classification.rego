@@ -5,8 +5,12 @@
 # data_classification ranks above the target's max_data_classification, or
 # when either level is missing or not in the list (each with its own reason).
 #
-# Tuned by: data.writ.config.classification_order
-#           (shipped: public < internal < confidential < restricted).
+# Tuned by: data.writ.config.classification_order: the levels writ knows,
+#           lowest first (public, internal, confidential, restricted), ending
+#           at any of them (shipped: all four). A level left off the end is
+#           unknown, so a task at that level goes nowhere and a target
+#           cleared for it is denied. A request or a configuration can name
+#           no other level, so there is no other to add.
 package writ.authz
 
 default classification_order := []
@@ -55,3 +59,19 @@ denials contains {
 	classification_applies
 	rank[input.task.data_classification] > rank[input.target.max_data_classification]
 }
+
+# The levels writ knows (task.Level), lowest first.
+known_levels := ["public", "internal", "confidential", "restricted"]
+
+limits["classification_order"] := {
+	"range": "public, internal, confidential, restricted, in that order, ending at any of them",
+	"ends": [array.slice(known_levels, 0, 1), known_levels],
+}
+
+classification_order_in_range if {
+	is_array(classification_order)
+	count(classification_order) > 0
+	classification_order == array.slice(known_levels, 0, count(classification_order))
+}
+
+limit_errors contains limit_error("classification_order") if not classification_order_in_range

@@ -5,7 +5,9 @@
 # that chain already has max_delegation_depth entries or more. A missing chain
 # counts as zero hops.
 #
-# Tuned by: data.writ.config.max_delegation_depth (a number; 4 if not set).
+# Tuned by: data.writ.config.max_delegation_depth, an integer from 1 to 16
+#           (shipped: 4; 4 if not set). 1 admits direct callers only: a caller
+#           that was itself delegated to is denied.
 package writ.authz
 
 default max_depth := 4
@@ -29,3 +31,14 @@ denials contains {
 	delegating
 	not within_depth
 }
+
+limits["max_delegation_depth"] := {"range": "an integer from 1 to 16", "ends": [1, 16]}
+
+max_depth_in_range if {
+	is_number(max_depth)
+	max_depth == round(max_depth)
+	max_depth >= limits.max_delegation_depth.ends[0]
+	max_depth <= limits.max_delegation_depth.ends[1]
+}
+
+limit_errors contains limit_error("max_delegation_depth") if not max_depth_in_range

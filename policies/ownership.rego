@@ -9,9 +9,9 @@
 #   "agent"  same tenant and same agent_id (the default)
 #   "tenant" same tenant
 #   "user"   same tenant and same user_id
-# Any other mode denies every follow-up.
+# Any other mode denies every follow-up (and is refused at load).
 #
-# Tuned by: data.writ.config.ownership
+# Tuned by: data.writ.config.ownership: agent, tenant or user (agent if not set).
 package writ.authz
 
 default ownership_mode := "agent"
@@ -73,3 +73,7 @@ denials contains {
 	task_has_owner
 	not owns_task
 }
+
+limits["ownership"] := {"range": "agent, tenant or user", "ends": ["agent", "tenant", "user"]}
+
+limit_errors contains limit_error("ownership") if not ownership_mode in limits.ownership.ends

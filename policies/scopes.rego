@@ -4,9 +4,13 @@
 # lacks any scope that required_scopes lists for the operation; the reason
 # names the missing ones. Operations not listed need no scope.
 #
-# Tuned by: data.writ.config.required_scopes (operation -> scopes). Shipped:
-#           send, stream, cancel and push_config.set need "delegate". If the key
-#           is absent from data the shipped values below apply.
+# Tuned by: data.writ.config.required_scopes: operation -> the scopes it
+#           needs, any of the operations (common.rego) with a list of scope
+#           names each, possibly empty; an operation not listed needs none, so
+#           {} requires no scope at all. Shipped: send, stream, cancel and
+#           push_config.set need "delegate". If the key is absent from data
+#           the shipped values below apply. A key that is no operation (a
+#           misspelt one would require nothing) is refused at load.
 package writ.authz
 
 default required_scopes := {
@@ -45,3 +49,26 @@ denials contains {
 	authenticated
 	not has_required_scopes
 }
+
+limits["required_scopes"] := {
+	"range": "an object from operations to lists of scope names (non-empty strings); an operation not listed needs none",
+	"ends": [{}, {operation: ["delegate", "audit"] | some operation in known_operations}],
+}
+
+scope_names(scopes) if {
+	is_array(scopes)
+	every scope in scopes {
+		is_string(scope)
+		scope != ""
+	}
+}
+
+required_scopes_in_range if {
+	is_object(required_scopes)
+	every operation, scopes in required_scopes {
+		operation in known_operations
+		scope_names(scopes)
+	}
+}
+
+limit_errors contains limit_error("required_scopes") if not required_scopes_in_range

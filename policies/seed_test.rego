@@ -1,6 +1,7 @@
 # The seed's section-2 admission table (check_delegation), reproduced for the
 # payments-investigator caller: tenant wholesale, restricted data, chain
-# [orchestrator], scope delegate, authenticated with a JWT.
+# [orchestrator], scope delegate, authenticated with a JWT. The table is
+# written for the limits writ ships, so each expression pins fixture_config.
 package writ.authz_test
 
 delegation_to(target) := {
@@ -31,23 +32,23 @@ marketing := {
 }
 
 test_seed_sanctions_screening_agent_is_allowed if {
-	codes(delegation_to(sanctions)) == []
+	expect(codes(delegation_to(sanctions)), []) with data.writ.config as fixture_config
 }
 
 test_seed_kyc_refresh_agent if {
-	codes(delegation_to(kyc)) == ["CLASSIFICATION_EXCEEDED", "TENANT_NOT_PERMITTED"]
+	expect(codes(delegation_to(kyc)), ["CLASSIFICATION_EXCEEDED", "TENANT_NOT_PERMITTED"]) with data.writ.config as fixture_config
 }
 
 test_seed_marketing_copy_agent if {
-	codes(delegation_to(marketing)) == ["CLASSIFICATION_EXCEEDED", "NO_ACCEPTABLE_AUTH"]
+	expect(codes(delegation_to(marketing)), ["CLASSIFICATION_EXCEEDED", "NO_ACCEPTABLE_AUTH"]) with data.writ.config as fixture_config
 }
 
 test_seed_chain_depth_four if {
 	request := json.patch(delegation_to(sanctions), [{"op": "add", "path": "/caller/delegation_chain", "value": ["a", "b", "c", "d"]}])
-	codes(request) == ["DEPTH_EXCEEDED"]
+	expect(codes(request), ["DEPTH_EXCEEDED"]) with data.writ.config as fixture_config
 }
 
 test_seed_cycle if {
 	request := json.patch(delegation_to(sanctions), [{"op": "add", "path": "/caller/delegation_chain", "value": ["sanctions-screening-agent"]}])
-	codes(request) == ["CYCLE_DETECTED"]
+	expect(codes(request), ["CYCLE_DETECTED"]) with data.writ.config as fixture_config
 }

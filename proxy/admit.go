@@ -58,6 +58,11 @@ type Incoming struct {
 	// verified it (Envoy's jwt_authn): the request's own credentials are then
 	// not read. The sidecar never sets it.
 	Caller *identity.Caller
+	// Egress, when set, makes the request a call the local agent makes
+	// through writ's egress listener (egress.go): Route names the target,
+	// and the caller is the agent acting inside the request Egress.ParentID
+	// names. Only the egress door sets it.
+	Egress *EgressCall
 }
 
 // OutcomeKind is what a front door does with a request.
@@ -145,6 +150,8 @@ type exchange struct {
 	// missingID is the referenced task a request is answered "not found"
 	// for (missingReference).
 	missingID string
+	// eg is set on an egress call (egress.go).
+	eg *egressFacts
 }
 
 // notFoundPage is the answer for a path no route serves and for a hidden agent.
@@ -164,8 +171,15 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	if out, ok := c.canonical(inc); !ok {
 		return out
 	}
+	if inc.Egress != nil && c.egress == nil {
+		c.log.Error("an egress call reached the core with egress mode off; refused", "mode", inc.Mode)
+		return plainRefusal(task.KindInternal, "egress mode is off")
+	}
 	if renderer, ok := adapters.Directory(inc.Method, inc.Path); ok {
-		return c.directory(ctx, inc, renderer, start)
+		return c.directoryFor(ctx, inc, renderer, start)
+	}
+	if inc.Path == JWKSPath && (inc.Method == http.MethodGet || inc.Method == http.MethodHead) {
+		return c.serveJWKS() // public keys: no caller, no decision
 	}
 	rt, rest, out, ok := c.routeOf(inc)
 	if !ok {
@@ -194,16 +208,25 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 	}
 	if req.Operation == task.OpDiscover {
 		if renderer, ok := x.edge.(adapters.CardRenderer); ok {
-			return c.directory(ctx, inc, renderer, start) // the directory decides per agent
+			return c.directoryFor(ctx, inc, renderer, start) // the directory decides per agent
 		}
 	}
 	if f := namedAgent(x); f != nil {
 		return c.refuse(x, f)
 	}
-	x.caller = c.identify(ctx, inc)
-	missing, f := c.lookup(ctx, x)
-	if f != nil {
-		return c.refuse(x, f)
+	var missing string
+	if inc.Egress != nil {
+		// The remote agent's writ keeps the task's lifecycle: nothing of it
+		// is looked up here.
+		if f := c.egressCaller(ctx, x); f != nil {
+			return c.refuse(x, f)
+		}
+	} else {
+		x.caller = c.identify(ctx, inc)
+		var f *task.Fault
+		if missing, f = c.lookup(ctx, x); f != nil {
+			return c.refuse(x, f)
+		}
 	}
 	// A task or context the caller may not see is decided like any other, so
 	// that it costs what a decision costs, and then answered like a missing one.
@@ -215,42 +238,72 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 			ev.Refused = string(out.Fault.Kind)
 		}
 	}
-	c.events.Decided(ev)
-	if missing != "" || (out.Fault != nil && out.Fault.Kind == task.KindTaskNotFound) {
-		if missing == "" {
-			missing = "foreign_task"
-		}
-		// Answered like a missing task; the audit trail keeps why.
-		c.log.Info("task not found", "agent", rt.agent.Name, "task_id", x.req.TaskID, "context_id", x.req.ContextID,
-			"referenced_task_id", x.missingID, "why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
+	if x.eg != nil && out.Kind == Forward {
+		// Recorded once the door has the outbound token (Plan.Delegate), with
+		// its chain id and actors, or could not get one (Plan.Undelegated).
+		x.eg.event = &ev
+		return out
 	}
+	c.events.Decided(ev)
+	c.logMissing(x, missing, out.Fault)
 	return out
+}
+
+// logMissing logs a request answered like one for a missing task or
+// context, with why: the caller learns nothing, the audit trail keeps it.
+func (c *Core) logMissing(x *exchange, missing string, f *task.Fault) {
+	if missing == "" && (f == nil || f.Kind != task.KindTaskNotFound) {
+		return
+	}
+	if missing == "" {
+		missing = "foreign_task"
+	}
+	c.log.Info("task not found", "agent", x.rt.agent.Name, "task_id", x.req.TaskID, "context_id", x.req.ContextID,
+		"referenced_task_id", x.missingID, "why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
+}
+
+// judgement is what the decision, the lifecycle lookup and the lifecycle law
+// make of a request once the policy decided: nil when it may go on, else the
+// refusal the caller learns (the disclosure rules applied: a foreign task is
+// a missing one, an unauthenticated caller learns only that); hidden when
+// the agent is to look as if it did not exist (a card the caller may not
+// see). Every door's answer comes from here: Admit's and Decide's.
+func (c *Core) judgement(x *exchange, missing string) (f *task.Fault, hidden bool) {
+	req := &x.req
+	if missing != "" {
+		switch missing {
+		case missingContext, retiredContext:
+			return task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)), false
+		case missingReference:
+			return notFound(x.missingID), false
+		}
+		return notFound(req.TaskID), false
+	}
+	if !x.dec.Allow {
+		c.stats.Denied.Add(1)
+		if req.Operation == task.OpCard && x.eg == nil {
+			// A card is only for callers who may see the agent; to everyone else
+			// the agent does not exist (and what does not exist had no decision).
+			return nil, true
+		}
+		return c.denialFault(x), false
+	}
+	return lifecycleLaw(x), false
 }
 
 // conclude is the outcome of an admitted request once the policy decided.
 func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcome {
 	req, rt := &x.req, x.rt
-	if missing != "" {
-		switch missing {
-		case missingContext, retiredContext:
-			return c.refuse(x, task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)))
-		case missingReference:
-			return c.refuse(x, notFound(x.missingID))
-		}
-		return c.refuse(x, notFound(req.TaskID))
-	}
-	if !x.dec.Allow {
-		c.stats.Denied.Add(1)
-		if req.Operation == task.OpCard {
-			// A card is only for callers who may see the agent; to everyone else
-			// the agent does not exist (and what does not exist had no decision).
-			return Outcome{Kind: NotFound, Answer: notFoundPage, Operation: req.Operation, Protocol: req.Protocol,
-				Route: rt.agent.Name}
-		}
-		return c.refuse(x, c.denialFault(x))
-	}
-	if f := lifecycleLaw(x); f != nil {
+	f, hidden := c.judgement(x, missing)
+	switch {
+	case hidden:
+		return Outcome{Kind: NotFound, Answer: notFoundPage, Operation: req.Operation, Protocol: req.Protocol,
+			Route: rt.agent.Name}
+	case f != nil:
 		return c.refuse(x, f)
+	}
+	if x.eg != nil {
+		return c.forward(x) // the target answers, cards and push configs too
 	}
 	switch {
 	case req.Operation == task.OpCard:
@@ -316,14 +369,21 @@ func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) events.
 	if x.record != nil {
 		rec = &x.record.Task
 	}
-	x.input = authz.BuildInput(&authz.Facts{Request: &x.req, Caller: x.caller, Target: x.rt.target, Record: rec,
+	f := &authz.Facts{Request: &x.req, Caller: x.caller, Target: x.rt.target, Record: rec,
 		HTTP:                  authz.HTTPInfo{Method: x.inc.Method, Path: x.inc.Path, Host: x.inc.Host, RemoteAddr: x.inc.RemoteAddr},
-		DefaultClassification: c.cfg.DefaultClassification})
+		DefaultClassification: c.cfg.DefaultClassification}
+	if x.eg != nil {
+		f.Direction, f.Root = authz.DirectionEgress, x.eg.parent == ""
+	}
+	x.input = authz.BuildInput(f)
 	d, err := c.engine.Decide(ctx, x.input)
 	ev := events.Decision{Time: time.Now(), ID: d.ID, Mode: x.inc.Mode, Route: x.rt.agent.Name, Operation: x.req.Operation,
 		Protocol: x.req.Protocol, Caller: eventCaller(x.caller), TaskID: x.req.TaskID, ContextID: x.input.Task.ContextID,
 		Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials, Revision: d.Revision, CacheHit: d.CacheHit,
 		Eval: d.Duration, Latency: time.Since(start), ChainID: x.caller.ChainID}
+	if x.eg != nil {
+		c.egressEvent(x, &ev)
+	}
 	if err != nil {
 		c.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
 		ev.Error = err.Error()

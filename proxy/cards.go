@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -97,21 +98,34 @@ func (cc *cardCache) refresh(ctx context.Context) (fetched, error) {
 	if !ok {
 		return fetched{}, errNoCards
 	}
+	card, version, err := cc.fetchAny(ctx, cards)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if err != nil {
+		cc.failed, cc.failErr = time.Now(), err
+		return fetched{}, err
+	}
+	cc.card, cc.version, cc.fetched, cc.failed, cc.failErr = card, version, time.Now(), time.Time{}, nil
+	return fetched{card, version}, nil
+}
+
+// fetchAny fetches the card from the first of the protocol's card paths
+// that serves one. A card refused (its signature) ends the search: the next
+// path must not serve what this one was refused for.
+func (cc *cardCache) fetchAny(ctx context.Context, cards adapters.Cards) (*task.AgentCard, string, error) {
 	lastErr := errNoCards
 	for _, path := range cards.CardPaths() {
 		card, version, err := cc.fetch(ctx, path)
 		if err == nil {
-			cc.mu.Lock()
-			cc.card, cc.version, cc.fetched, cc.failed, cc.failErr = card, version, time.Now(), time.Time{}, nil
-			cc.mu.Unlock()
-			return fetched{card, version}, nil
+			return card, version, nil
+		}
+		if r := (*CardRefusedError)(nil); errors.As(err, &r) {
+			cc.c.log.Warn("the agent's card is refused", "agent", cc.rt.agent.Name, "path", path, "reason", r.Reason)
+			return nil, "", err
 		}
 		lastErr = err
 	}
-	cc.mu.Lock()
-	cc.failed, cc.failErr = time.Now(), lastErr
-	cc.mu.Unlock()
-	return fetched{}, lastErr
+	return nil, "", lastErr
 }
 
 // fetch asks the agent for its card at path, fresh.
@@ -140,6 +154,11 @@ func (cc *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, s
 	if err != nil {
 		return nil, "", err
 	}
+	// What is read is what a signature covers: the verified content, never
+	// the bytes around it.
+	if body, err = cc.c.checkCard(ctx, cc.rt, cards, body); err != nil {
+		return nil, "", err
+	}
 	return cards.ParseCard(body)
 }
 
@@ -159,10 +178,7 @@ func (c *Core) publicCard(ctx context.Context, rt *route) (*task.AgentCard, stri
 // writ verifies, the config's skills in place of the card's when configured.
 func (c *Core) publish(rt *route, up *task.AgentCard) *task.AgentCard {
 	card := *up
-	base := rt.agent.PublicURL
-	if base == "" {
-		base = "http://" + c.cfg.Listen + rt.prefix
-	}
+	base := c.publicBase(rt)
 	card.Interfaces = nil
 	for _, iface := range up.Interfaces {
 		iface.URL = rebase(iface.URL, base, rt.upstream)
@@ -181,6 +197,15 @@ func (c *Core) publish(rt *route, up *task.AgentCard) *task.AgentCard {
 		card.Security = append(card.Security, map[string][]string{sc.Name: {}})
 	}
 	return &card
+}
+
+// publicBase is the URL callers reach rt at: its public_url, or writ's own
+// listener with the route.
+func (c *Core) publicBase(rt *route) string {
+	if rt.agent.PublicURL != "" {
+		return rt.agent.PublicURL
+	}
+	return "http://" + c.cfg.Listen + rt.prefix
 }
 
 // rebase moves an interface URL onto the public base URL: a URL of the upstream

@@ -36,6 +36,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	jose "github.com/go-jose/go-jose/v4"
+
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
@@ -84,11 +86,15 @@ type Identifier interface {
 }
 
 // Decider is what the core needs of the decision point: a decision on one
-// policy input. authz.Engine is the one writ runs. It is called on every
-// admitted request: it must be safe for concurrent use, and it must neither
-// modify the input nor keep it once it returns; an error denies (fail closed).
+// policy input, and the scopes the serving policy requires for an operation
+// (what an egress call asks the STS for). authz.Engine is the one writ runs.
+// Decide is called on every admitted request, RequiredScopes on every egress
+// call: both must be safe for concurrent use and fast (RequiredScopes reads
+// what the policy said once per revision). Decide must neither modify the
+// input nor keep it once it returns; an error denies (fail closed).
 type Decider interface {
 	Decide(ctx context.Context, in *authz.Input) (authz.Decision, error)
+	RequiredScopes(op string) []string
 }
 
 var (
@@ -125,6 +131,12 @@ type Core struct {
 	// follower follows the tasks that outlive their request (nil: none).
 	follower Follower
 	stats    Stats
+	// cardKey signs every card writ serves; jku fetches the key sets that
+	// agents' card signatures name, through the card-fetch SSRF guard.
+	cardKey *cardKey
+	jku     *http.Client
+	// egress is egress mode (egress.go); nil when it is off.
+	egress *egressSide
 }
 
 // Stats counts what the core did, for tests.
@@ -140,6 +152,13 @@ type route struct {
 	upstream *url.URL
 	edges    adapters.Route
 	cards    *cardCache
+	// signer signs the cards served for the route (its jku names writ's key
+	// set at the route's public origin); cardKeys, when set, are the only
+	// keys the agent's own card may be signed with (agents[].card_keys).
+	signer   wire.Signer
+	cardKeys *jose.JSONWebKeySet
+	// egress is set on an egress target's route (egress.targets[]).
+	egress *config.EgressTarget
 }
 
 // New builds the core from a validated config.
@@ -160,6 +179,12 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		client: NewClient(d.Transport),
 		lim:    wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
 		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events}
+	var err error
+	if c.cardKey, err = loadCardKey(cfg.Cards.SigningKeyFile); err != nil {
+		return nil, err
+	}
+	c.jku = push.NewGuard(push.GuardConfig{TrustedHosts: cfg.Cards.JKUTrustedHosts, DialTimeout: cfg.Limits.CardFetchTimeout}).
+		Client(cfg.Limits.CardFetchTimeout, maxJWKSBytes)
 	for i := range cfg.Agents {
 		a := &cfg.Agents[i]
 		u, err := url.Parse(a.Upstream)
@@ -172,11 +197,29 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 		}
 		rt := &route{agent: a, target: authz.TargetOf(a), prefix: strings.TrimSuffix(a.Route, "/"), upstream: u, edges: edges}
 		rt.cards = newCardCache(c, rt)
+		jku, err := jkuOf(c.publicBase(rt))
+		if err != nil {
+			return nil, fmt.Errorf("agents[%d]: %w", i, err)
+		}
+		if rt.signer, err = c.cardKey.signer(jku); err != nil {
+			return nil, err
+		}
+		if a.CardKeys != "" {
+			if rt.cardKeys, err = LoadCardKeys(a.CardKeys); err != nil {
+				return nil, fmt.Errorf("agents[%d].card_keys: %w", i, err)
+			}
+		}
 		c.routes = append(c.routes, rt)
 		c.byName[a.Name] = rt
 		c.byHost = c.byHost || len(a.Hosts) > 0
 	}
 	sort.SliceStable(c.routes, func(i, j int) bool { return len(c.routes[i].prefix) > len(c.routes[j].prefix) })
+	if cfg.Egress.Enabled() {
+		var err error
+		if c.egress, err = newEgress(c, &cfg.Egress); err != nil {
+			return nil, err
+		}
+	}
 	if d.Follow != nil {
 		// Last: a follower may resume followed tasks at once, on these routes.
 		c.follower = d.Follow(c)

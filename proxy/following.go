@@ -212,7 +212,9 @@ func (p *Plan) Poll(ctx context.Context, id string) {
 		p.core.log.Warn("following a task: the agent's answer is not valid", "task_id", id, "error", err)
 		return
 	}
-	p.core.observe(ctx, p.follower(get), evs)
+	fp := p.follower(get)
+	p.core.observe(ctx, fp, evs)
+	fp.sync(ctx)
 }
 
 // ask sends writ's own request about a task upstream, on behalf of the caller

@@ -31,6 +31,12 @@ import (
 // away (ctx) cancels the upstream request and gets nothing more. ev receives
 // the upstream latency, the upstream failure and the invalid answers.
 func (p *Plan) Forward(ctx context.Context, client *http.Client, inc Incoming, w http.ResponseWriter, ev *events.Request) {
+	if p.delegation != nil && !p.delegated {
+		// An egress plan goes out with the exchanged token or not at all.
+		p.core.log.Error("egress: a call was forwarded without its outbound token; refused", "decision_id", p.DecisionID())
+		WriteAnswer(w, p.Undelegated(task.NewFault(task.KindInternal, "the call has no outbound token"), "not_delegated"), "")
+		return
+	}
 	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

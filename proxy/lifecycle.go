@@ -189,7 +189,7 @@ func (c *Core) observe(ctx context.Context, p *Plan, evs []task.Event) {
 			continue
 		}
 		ref := task.Ref{Agent: x.rt.agent.Name, ID: ev.TaskID}
-		prev, rec, err := c.store.Apply(ctx, ref, ev)
+		prev, rec, err := p.writes().Apply(ctx, ref, ev)
 		if errors.Is(err, task.ErrNotFound) {
 			c.created(ctx, p, ev)
 			continue
@@ -319,16 +319,16 @@ func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record,
 		rec.Task.Artifacts = append(rec.Task.Artifacts, ev.Artifact.Name)
 	}
 	ref := rec.Ref()
-	record := c.store.Create
+	record := p.writes().Create
 	if x.req.TaskID == ev.TaskID {
 		// The request named a task writ did not hold (the migration rule, or
 		// its record went since the lookup): a claim, which the store checks
 		// again in the same step as it records it.
-		record = c.store.ClaimTask
+		record = p.writes().ClaimTask
 	}
 	err := record(ctx, rec)
 	if errors.Is(err, task.ErrExists) { // created concurrently: apply instead
-		_, _, err = c.store.Apply(ctx, ref, ev)
+		_, _, err = p.writes().Apply(ctx, ref, ev)
 		var te *task.TransitionError
 		if errors.As(err, &te) {
 			err = nil
@@ -340,7 +340,7 @@ func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record,
 	}
 	if ctxID := rec.Task.ContextID; ctxID != "" {
 		// The context belongs to whoever created its first task.
-		owner, err := c.store.ClaimContext(ctx, task.Ref{Agent: ref.Agent, ID: ctxID}, rec.Task.Owner)
+		owner, err := p.writes().ClaimContext(ctx, task.Ref{Agent: ref.Agent, ID: ctxID}, rec.Task.Owner)
 		switch {
 		case errors.Is(err, task.ErrRetired):
 			// A context writ held once (or, at the retired-id set's
@@ -356,7 +356,7 @@ func (c *Core) create(ctx context.Context, p *Plan, ev task.Event) (task.Record,
 		}
 	}
 	c.attachPush(ctx, p, ref)
-	return c.store.Get(ctx, ref)
+	return p.writes().Get(ctx, ref)
 }
 
 // artifactEvents reports the artifact names rec has that prev had not.

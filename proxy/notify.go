@@ -17,7 +17,7 @@ func (c *Core) attachPush(ctx context.Context, p *Plan, ref task.Ref) (task.Push
 		return task.PushConfig{}, false
 	}
 	p.pushAttached = true
-	pc, err := c.store.SetPush(ctx, ref, *x.req.Push)
+	pc, err := p.writes().SetPush(ctx, ref, *x.req.Push)
 	if err != nil {
 		c.log.Warn("the send's push config was not stored", "task_id", ref.ID, "error", err)
 		return task.PushConfig{}, false

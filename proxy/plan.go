@@ -11,6 +11,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
@@ -53,12 +54,49 @@ type Plan struct {
 	// caller may not ask the agent for one.
 	Drop []string
 
+	// delegation is set on an egress plan: the outbound token to obtain
+	// (egress.go); delegated once Delegate put it on.
+	delegation *Delegation
+	delegated  bool
+
 	pushAttached bool
 	// invalid counts answers (or stream events) not valid for their protocol.
 	invalid int
 	// failed is set when this request's answer revealed a task that could not
 	// be recorded (the store failed): the answer must not reach the caller.
 	failed error
+	// deferred is the store as this plan's answers write it (writes).
+	deferred task.Deferred
+}
+
+// writes is the lifecycle store as the plan's answers write it: deferred
+// (task.Defer), so that everything one answer reveals — the task and its
+// owner, its context's owner, its push config, its state — is applied as it
+// comes and made durable by one sync, before the answer is passed on, rather
+// than each write waiting for a commit of its own (the file store: an
+// fsync). Reads through it see those writes at once.
+func (p *Plan) writes() task.Deferred {
+	if p.deferred == nil {
+		p.deferred = task.Defer(p.core.store)
+	}
+	return p.deferred
+}
+
+// sync makes what the answer just observed durable before the answer reaches
+// the caller (docs/state.md: a write that reveals a task is durable before
+// the answer that reveals it). A store that cannot sets p.failed: the answer
+// is refused, logged and counted like any store failure.
+func (p *Plan) sync(ctx context.Context) {
+	if p.deferred == nil || p.failed != nil {
+		return
+	}
+	if err := p.deferred.Sync(ctx); err != nil {
+		c := p.core
+		c.stats.StoreErrors.Add(1)
+		c.log.Error("lifecycle store: what the answer revealed could not be made durable; the answer is refused",
+			"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "error", err)
+		p.failed = err
+	}
 }
 
 // forward is the Forward outcome of an allowed request.
@@ -71,7 +109,7 @@ func (c *Core) forward(x *exchange) Outcome {
 		target.RawQuery = x.inc.Query.Encode()
 	}
 	body := x.inc.Body
-	if c.pushOn() && x.req.Push != nil {
+	if x.eg == nil && c.pushOn() && x.req.Push != nil {
 		if ps, ok := x.edge.(adapters.Push); ok {
 			// The agent never learns the caller's callback: writ delivers itself.
 			stripped, err := ps.StripPush(&x.req, body)
@@ -85,6 +123,18 @@ func (c *Core) forward(x *exchange) Outcome {
 		Header: http.Header{writheader.Caller: {writheader.CallerValue(x.caller)}, writheader.Decision: {x.dec.ID}}}
 	if _, reads := x.edge.(adapters.Answers); reads {
 		p.Drop = []string{"Accept-Encoding"}
+	}
+	if x.eg != nil {
+		d, f := c.delegation(x)
+		if f != nil {
+			return c.refuse(x, f)
+		}
+		// The remote agent's writ tells it who calls; the agent's own
+		// credential never leaves: Delegate puts the exchanged token on.
+		p.delegation, p.Header = d, http.Header{}
+		p.Drop = append(p.Drop, identity.CredentialHeaders...)
+	} else {
+		c.link(x)
 	}
 	return Outcome{Kind: Forward, Plan: p, DecisionID: x.dec.ID, DryRun: x.dec.DryRun, Denials: x.dec.Denials,
 		Operation: x.req.Operation, Protocol: x.req.Protocol, Route: x.rt.agent.Name}
@@ -147,6 +197,9 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		return nil, &out
 	}
 	c, x := p.core, p.x
+	if x.eg != nil && x.req.Operation == task.OpCard {
+		return p.egressCard(status, body)
+	}
 	ans, ok := x.edge.(adapters.Answers)
 	if !ok {
 		return body, nil
@@ -163,7 +216,13 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, "the agent's answer is not valid"))
 		return nil, &out
 	}
+	if x.eg != nil {
+		// The remote agent's writ records its tasks and filters its
+		// listings: nothing of the answer is kept here.
+		return body, nil
+	}
 	c.observe(ctx, p, events)
+	p.sync(ctx)
 	if p.failed != nil {
 		out := p.Fail(p.failure()) // logged and counted where it failed
 		return nil, &out
@@ -177,10 +236,14 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		if !ok {
 			break
 		}
-		// The extended card is rewritten like the public one: the agent's own
-		// address, schemes and unpublished skills never reach the caller.
-		rewritten, err := ext.RewriteCardAnswer(&x.req, status, body, func(card *task.AgentCard) *task.AgentCard {
-			return c.publish(x.rt, card)
+		// The extended card is checked, rewritten and signed like the public
+		// one: a card whose signatures do not verify is not passed on, and the
+		// agent's own address, schemes and unpublished skills never reach the
+		// caller.
+		rewritten, err := ext.RewriteCardAnswer(&x.req, status, body, wire.CardRewrite{
+			Verify:  func(card []byte) ([]byte, error) { return c.checkCard(ctx, x.rt, x.edge, card) },
+			Publish: func(card *task.AgentCard) *task.AgentCard { return c.publish(x.rt, card) },
+			Sign:    x.rt.signer,
 		})
 		if err != nil {
 			p.invalid++

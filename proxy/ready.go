@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -18,14 +19,12 @@ func (c *Core) Ready(ctx context.Context) error {
 	for _, rt := range c.routes {
 		if cards, ok := rt.edges.Cards(); ok {
 			// Fresh, not from the card cache: a cached card would keep an agent
-			// that went down looking ready.
-			var err error
-			for _, path := range cards.CardPaths() {
-				if _, _, err = rt.cards.fetch(ctx, path); err == nil {
-					break
+			// that went down looking ready. A card refused for its signature
+			// says why.
+			if _, _, err := rt.cards.fetchAny(ctx, cards); err != nil {
+				if r := (*CardRefusedError)(nil); errors.As(err, &r) {
+					return fmt.Errorf("%s: %w", rt.agent.Name, err)
 				}
-			}
-			if err != nil {
 				return fmt.Errorf("%s: its card is unavailable: %w", rt.agent.Name, err)
 			}
 			continue

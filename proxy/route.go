@@ -96,6 +96,14 @@ func (c *Core) routeOf(inc Incoming) (rt *route, rest string, out Outcome, ok bo
 		}
 		return rt, rest, Outcome{}, true
 	}
+	if inc.Egress != nil {
+		if rt = c.egress.targets[inc.Route]; rt == nil {
+			c.log.Info("egress: the agent called a target writ does not know", "target", inc.Route)
+			return nil, "", Outcome{Kind: NotFound, Answer: notFoundPage}, false
+		}
+		rest, _ = rt.prefixOf(inc.Path) // a target's route is "/": every path
+		return rt, rest, Outcome{}, true
+	}
 	if rt = c.byName[inc.Route]; rt == nil {
 		// A misconfiguration in front of writ: never guessed around.
 		c.log.Error("the platform routed the request to an agent writ does not protect; refused (fail closed)",

@@ -33,8 +33,9 @@ func (c *Core) serveCard(ctx context.Context, x *exchange) Outcome {
 		c.log.Warn("the agent's card could not be fetched", "agent", x.rt.agent.Name, "error", err)
 		return c.refuse(x, task.NewFault(task.KindUpstreamUnavailable, "the agent's card is unavailable"))
 	}
-	body, err := cards.RenderCard(card, version)
+	body, err := c.renderCard(x.rt, cards, card, version)
 	if err != nil {
+		c.log.Error("the agent's card could not be rendered", "agent", x.rt.agent.Name, "error", err)
 		return c.refuse(x, task.NewFault(task.KindInternal, "rendering the card failed"))
 	}
 	return c.served(x, wire.Rendered{Status: http.StatusOK, ContentType: "application/json", Body: body,
@@ -101,15 +102,11 @@ func (c *Core) pushFault(x *exchange, err error) *task.Fault {
 // the caller's context. Each agent is one decision.
 func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.CardRenderer, start time.Time) Outcome {
 	caller := c.identify(ctx, inc)
-	var wanted []string
-	for t := range strings.SplitSeq(inc.Query.Get("tags"), ",") {
-		if t = strings.TrimSpace(t); t != "" {
-			wanted = append(wanted, t)
-		}
-	}
+	wanted := wantedTags(inc)
 	type entry struct {
 		overlap int
 		name    string
+		rt      *route
 		card    *task.AgentCard
 		version string
 	}
@@ -140,7 +137,7 @@ func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.Ca
 		if len(wanted) > 0 && overlap == 0 {
 			continue
 		}
-		visible = append(visible, entry{overlap, rt.agent.Name, card, version})
+		visible = append(visible, entry{overlap, rt.agent.Name, rt, card, version})
 	}
 	sort.Slice(visible, func(i, j int) bool {
 		if visible[i].overlap != visible[j].overlap {
@@ -150,17 +147,70 @@ func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.Ca
 	})
 	items := make([]json.RawMessage, 0, len(visible))
 	for _, e := range visible {
-		raw, err := renderer.RenderCard(e.card, e.version)
+		raw, err := c.renderCard(e.rt, renderer, e.card, e.version)
 		if err != nil {
 			c.log.Warn("a directory entry could not be rendered", "agent", e.name, "error", err)
 			continue
 		}
 		items = append(items, raw)
 	}
+	return directoryAnswer(items)
+}
+
+// directoryFor is the directory for inc: the protected agents on ingress,
+// the targets the local agent may delegate to on egress.
+func (c *Core) directoryFor(ctx context.Context, inc Incoming, renderer adapters.CardRenderer, start time.Time) Outcome {
+	if inc.Egress != nil {
+		return c.egressDirectory(ctx, inc, renderer, start)
+	}
+	return c.directory(ctx, inc, renderer, start)
+}
+
+// wantedTags are the tags a directory request asks for (?tags=a,b).
+func wantedTags(inc Incoming) []string {
+	var wanted []string
+	for t := range strings.SplitSeq(inc.Query.Get("tags"), ",") {
+		if t = strings.TrimSpace(t); t != "" {
+			wanted = append(wanted, t)
+		}
+	}
+	return wanted
+}
+
+// renderDirectory is the directory answer of cards, in order.
+func (c *Core) renderDirectory(renderer adapters.CardRenderer, cards []*task.AgentCard) Outcome {
+	items := make([]json.RawMessage, 0, len(cards))
+	for _, card := range cards {
+		raw, err := renderer.RenderCard(card, "")
+		if err != nil {
+			c.log.Warn("a directory entry could not be rendered", "agent", card.Name, "error", err)
+			continue
+		}
+		items = append(items, raw)
+	}
+	return directoryAnswer(items)
+}
+
+// directoryAnswer is the Serve outcome of a directory's rendered entries.
+func directoryAnswer(items []json.RawMessage) Outcome {
 	body, _ := json.Marshal(map[string]any{"agents": items})
 	return Outcome{Kind: Serve, Operation: task.OpDiscover, Protocol: task.Protocol{Name: "writ"},
 		Answer: wire.Rendered{Status: http.StatusOK, ContentType: "application/json", Body: body,
 			Header: http.Header{"Cache-Control": {"no-store"}}}}
+}
+
+// renderCard renders a card writ serves for rt, signed by writ where the
+// protocol's cards carry signatures: every card writ renders is one it
+// rewrote, so only writ's own signature can verify over it.
+func (c *Core) renderCard(rt *route, r adapters.CardRenderer, card *task.AgentCard, version string) ([]byte, error) {
+	body, err := r.RenderCard(card, version)
+	if err != nil {
+		return nil, err
+	}
+	if sc, ok := r.(adapters.SignedCards); ok {
+		return sc.SignCard(body, version, rt.signer)
+	}
+	return body, nil
 }
 
 // tagOverlap is the largest number of wanted tags one skill carries.

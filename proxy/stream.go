@@ -77,7 +77,10 @@ func (r *relay) Next() ([]byte, error) {
 			"agent", p.x.rt.agent.Name, "error", err)
 		return p.streamFault(task.NewFault(task.KindUpstreamInvalid, "the agent sent an invalid event")), nil
 	}
-	p.core.observe(context.WithoutCancel(r.ctx), p, evs)
+	if p.x.eg == nil {
+		p.core.observe(context.WithoutCancel(r.ctx), p, evs)
+		p.sync(context.WithoutCancel(r.ctx))
+	}
 	if p.failed != nil {
 		r.done = true
 		return p.streamFault(p.failure()), p.failed // logged and counted where it failed

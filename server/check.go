@@ -20,6 +20,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
+	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -52,8 +53,8 @@ type Validation struct {
 
 // Validate makes the checks New makes at start — the configuration's
 // warnings, the admin token, the identity sources, the decision log's
-// signing key, the policies compiled and tested, the known requests decided
-// — then what would load but cannot work: no identity source, a JWKS URL
+// signing key, the card keys, the policies compiled and tested, the known
+// requests decided — then what would load but cannot work: no identity source, a JWKS URL
 // that does not answer, a claim a sample token does not have, an agent the
 // policy can never admit a caller to. It is `writ validate`.
 func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Validation {
@@ -78,6 +79,7 @@ func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Valid
 			v.errorf(cfg.Line("decision_log.signing_key_file"), "decision_log.signing_key_file", "%v", err)
 		}
 	}
+	v.cardKeys()
 	if !o.Offline {
 		v.jwksURLs(ctx)
 	}
@@ -101,6 +103,25 @@ func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Valid
 	v.Summary = fmt.Sprintf("%d agent(s), policies: %s (revision %s, %d tests passed)",
 		len(cfg.Agents), policySource(cfg), p.Revision, p.Tests.Passed)
 	return v
+}
+
+// cardKeys reads the card keys as New reads them at start: writ's own
+// signing key (never created here) and each agent's card_keys.
+func (v *Validation) cardKeys() {
+	if k := v.cfg.Cards.SigningKeyFile; k != "" {
+		if err := proxy.CheckCardSigningKey(k); err != nil {
+			v.errorf(v.cfg.Line("cards.signing_key_file"), "", "%v", err) // the error names the key
+		}
+	}
+	for i, a := range v.cfg.Agents {
+		if a.CardKeys == "" {
+			continue
+		}
+		key := fmt.Sprintf("agents[%d].card_keys", i)
+		if _, err := proxy.LoadCardKeys(a.CardKeys); err != nil {
+			v.errorf(v.cfg.Line(key), key, "%v", err)
+		}
+	}
 }
 
 func (v *Validation) add(kind string, p config.Problem) {

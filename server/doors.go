@@ -10,9 +10,14 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/writ-authz/writ/authz"
+	"github.com/writ-authz/writ/authz/exchange"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/authzen"
+	"github.com/writ-authz/writ/proxy/egress"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/sidecar"
@@ -44,8 +49,12 @@ type doorParts struct {
 	cfg   *config.Config
 	core  *proxy.Core
 	ident *identity.Resolver
-	log   *slog.Logger
-	opts  *options
+	// engine is the decision engine (the AuthZEN applications' rules);
+	// bus the event bus (the egress door's token exchanges).
+	engine *authz.Engine
+	bus    *events.Bus
+	log    *slog.Logger
+	opts   *options
 	// listener hands over WithListener's listener (nil without one), once.
 	listener func() net.Listener
 	// failed reports a listener that stopped serving while writ runs.
@@ -65,13 +74,16 @@ var doors = []struct {
 	{"sidecar", newSidecarDoor},
 	{"ext_authz", newExtAuthzDoor},
 	{"ext_proc", newExtProcDoor},
+	{"egress", newEgressDoor},
+	{"authzen", newAuthZENDoor},
 }
 
 // startDoors builds every door the configuration asks for, then opens them
 // in order.
 func (s *Server) startDoors(context.Context) error {
 	var once sync.Once
-	p := &doorParts{cfg: s.cfg, core: s.core, ident: s.ident, log: s.log, opts: &s.opts, failed: s.servingFailed,
+	p := &doorParts{cfg: s.cfg, core: s.core, ident: s.ident, engine: s.engine, bus: s.bus, log: s.log, opts: &s.opts,
+		failed: s.servingFailed,
 		listener: func() net.Listener {
 			ln := s.listener
 			s.listener = nil
@@ -230,10 +242,128 @@ func (d *extProcDoor) Addrs() map[string]string {
 
 func (d *extProcDoor) Shutdown(ctx context.Context) error { return d.ext.Shutdown(ctx) }
 
+// egressDoor is the egress listener for the local agent's own calls, when
+// egress.listen is set, with the token exchanger its calls' outbound tokens
+// come from (its exchanges reported on the event bus).
+type egressDoor struct {
+	p    *doorParts
+	door *egress.Server
+	exch *exchange.Exchanger
+}
+
+func newEgressDoor(p *doorParts) (Door, error) {
+	if !p.cfg.Egress.Enabled() {
+		return nil, nil
+	}
+	return &egressDoor{p: p}, nil
+}
+
+func (d *egressDoor) Name() string { return "egress" }
+
+// Listen builds the exchanger and the door here, not when the door is
+// built: a start that fails before the doors open leaves no exchanger to
+// close.
+func (d *egressDoor) Listen() error {
+	cfg := d.p.cfg
+	exch, err := exchange.New(cfg.Egress.Exchange, exchange.WithEvents(d.p.bus))
+	if err != nil {
+		return err
+	}
+	door, err := egress.New(d.p.core, exch, cfg, d.p.log)
+	if err == nil {
+		err = door.Listen()
+	}
+	if err != nil {
+		exch.Close()
+		return err
+	}
+	d.door, d.exch = door, exch
+	e := cfg.Egress
+	d.p.log.Info("egress is serving", "addr", door.Addr(), "agent", e.Agent, "targets", len(e.Targets),
+		"sts", e.Exchange.Issuer, "link_ttl", e.LinkTTL.String())
+	return nil
+}
+
+func (d *egressDoor) Addrs() map[string]string {
+	return map[string]string{"egress.listen": d.door.Addr()}
+}
+
+// Shutdown drains the listener, then closes the exchanger (exchanges still
+// in flight are cancelled: their calls are cut already).
+func (d *egressDoor) Shutdown(ctx context.Context) error {
+	err := d.door.Shutdown(ctx)
+	d.exch.Close()
+	return err
+}
+
+// authzenDoor is the AuthZEN policy decision point, when authzen.listen is
+// set (HTTPS with authzen.tls): delegation questions decided by the core as
+// the sidecar decides requests, the applications' packages by the engine's
+// prepared rules.
+type authzenDoor struct {
+	p   *doorParts
+	pdp *authzen.Server
+	tls bool
+}
+
+func newAuthZENDoor(p *doorParts) (Door, error) {
+	if !p.cfg.AuthZEN.Enabled() {
+		return nil, nil
+	}
+	return &authzenDoor{p: p}, nil
+}
+
+func (d *authzenDoor) Name() string { return "authzen" }
+
+func (d *authzenDoor) Listen() error {
+	cfg := d.p.cfg
+	var tc *tls.Config
+	if t := cfg.AuthZEN.TLS; t != nil {
+		var err error
+		if tc, err = newServerTLS(*t, d.p.log); err != nil {
+			return fmt.Errorf("authzen.tls: %w", err)
+		}
+	}
+	pdp, err := authzen.New(d.p.core, engineRules(d.p.engine), d.p.ident, cfg, authzen.Options{TLS: tc, Logger: d.p.log})
+	if err != nil {
+		return err
+	}
+	if err := pdp.Listen(); err != nil {
+		return err
+	}
+	d.pdp, d.tls = pdp, tc != nil
+	var apps []string
+	for _, a := range cfg.AuthZEN.Applications {
+		apps = append(apps, a.Name+"="+a.PackageRef())
+	}
+	d.p.log.Info("AuthZEN: the policy decision point is serving", "addr", pdp.Addr(), "tls", d.tls,
+		"delegation_profile", !cfg.AuthZEN.Delegation.Disabled, "applications", apps, "clients", cfg.AuthZEN.Clients)
+	return nil
+}
+
+func (d *authzenDoor) Addrs() map[string]string {
+	return map[string]string{"authzen.listen": d.pdp.Addr()}
+}
+
+func (d *authzenDoor) Shutdown(ctx context.Context) error { return d.pdp.Shutdown(ctx) }
+
+// engineRules is the engine's prepared rules as the AuthZEN door takes them.
+func engineRules(e *authz.Engine) authzen.Rules {
+	return authzen.RulesFunc(func(ref string) (authzen.Rule, error) {
+		q, err := e.Prepare(ref)
+		if err != nil {
+			return nil, err // never a nil *Prepared in a non-nil Rule
+		}
+		return q, nil
+	})
+}
+
 var (
 	_ Door = (*sidecarDoor)(nil)
 	_ Door = (*extAuthzDoor)(nil)
 	_ Door = (*extProcDoor)(nil)
+	_ Door = (*egressDoor)(nil)
+	_ Door = (*authzenDoor)(nil)
 )
 
 // httpListener is one http.Server serving one listener (the sidecar's, the

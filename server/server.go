@@ -399,6 +399,10 @@ func (s *Server) Reload(ctx context.Context) error {
 // directly.
 func (s *Server) Core() *proxy.Core { return s.core }
 
+// Engine is the decision engine, for tests and embedders that evaluate the
+// serving policy directly.
+func (s *Server) Engine() *authz.Engine { return s.engine }
+
 // Addr is the sidecar's listener address, as bound.
 func (s *Server) Addr() string { return s.ListenerAddr("listen") }
 
@@ -418,7 +422,8 @@ func (s *Server) AdminURL() string { return "http://" + s.AdminAddr() }
 
 // ListenerAddr is the address, as bound, of the listener the configuration
 // key names ("listen", "admin", "envoy.grpc_listen", "envoy.http_listen",
-// "envoy.ext_proc_listen", ...); "" when writ has no such listener.
+// "envoy.ext_proc_listen", "egress.listen", "authzen.listen"); "" when writ
+// has no such listener.
 func (s *Server) ListenerAddr(key string) string {
 	if key == "admin" {
 		return s.AdminAddr()

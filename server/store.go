@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -80,7 +81,9 @@ func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*lifecyc
 		if path == "" {
 			path = defaultStorePath(varLibDir, os.Getenv)
 		}
-		fs, err := filestore.Open(path, l, filestore.Options{SweepInterval: sc.SweepInterval, CommitDelay: sc.CommitDelay})
+		ensureSyncHeadroom(log)
+		fs, err := filestore.Open(path, l, filestore.Options{SweepInterval: sc.SweepInterval, CommitDelay: sc.CommitDelay,
+			BatchWindow: sc.FileBatchWindow()})
 		if err != nil {
 			return nil, fmt.Errorf("store (file %s): %w", path, err)
 		}
@@ -107,6 +110,23 @@ func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*lifecyc
 		return &lifecycleStore{Store: task.NewMemoryStore(l), desc: "memory"}, nil
 	}
 	return nil, fmt.Errorf("store.kind: unknown kind %q", sc.Kind)
+}
+
+// ensureSyncHeadroom gives the process a second P when it has one
+// (GOMAXPROCS=1: one CPU, or the one-CPU limit of a sidecar's container, which
+// Go follows) and GOMAXPROCS is not set by hand. A file-store commit's
+// fdatasync blocks its thread, and the thread keeps its P until the
+// runtime's monitor hands it off — under load that can take milliseconds, so
+// with one P every commit stalls every request: measured out of process on
+// one CPU at 32 connections, 0.5k allowed sends a second with one P, 2.2k
+// with two (docs/state.md). The second P runs requests while a commit syncs;
+// it adds no CPU of its own.
+func ensureSyncHeadroom(log *slog.Logger) {
+	if runtime.GOMAXPROCS(0) >= 2 || os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	runtime.GOMAXPROCS(2)
+	log.Info("GOMAXPROCS raised to 2: the file store's commits block a thread while they sync", "cpus", runtime.NumCPU())
 }
 
 // redisOptions maps the store.redis section onto the Redis store's options.

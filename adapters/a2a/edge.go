@@ -78,6 +78,20 @@ func (Edge) RenderCard(c *task.AgentCard, version string) ([]byte, error) {
 	return RenderCard(c, version)
 }
 
+// CardSignatures implements adapters.SignedCards.
+func (Edge) CardSignatures(body []byte) ([]wire.Signature, [][]byte, error) {
+	return CardSignatures(body)
+}
+
+// SignCard implements adapters.SignedCards (1.0 unless version says 0.3, as
+// RenderCard).
+func (Edge) SignCard(body []byte, version string, sign wire.Signer) ([]byte, error) {
+	if version == "" {
+		version = V10
+	}
+	return SignCard(body, version, sign)
+}
+
 // StripPush implements adapters.Push.
 func (Edge) StripPush(req *task.Request, body []byte) ([]byte, error) { return StripPush(req, body) }
 

@@ -336,6 +336,13 @@ func (r *Resolver) VerifyFor(tok, audience string) (Caller, error) {
 // depends on them (and so does every decision).
 var CredentialHeaders = []string{"Authorization"}
 
+// BearerToken is the token of a request's `Authorization: Bearer` header, as
+// Identify reads it; ok is false when there is none, or none usable.
+func BearerToken(h http.Header) (tok string, ok bool) {
+	tok, ok, err := bearer(h)
+	return tok, ok && err == nil
+}
+
 // bearer extracts the token of an `Authorization: Bearer` header. ok is false when
 // there is no Authorization header or it uses another scheme (which writ leaves to the
 // upstream); a Bearer header with no usable token is an error.

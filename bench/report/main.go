@@ -9,7 +9,10 @@
 // Run from the repository root (make bench). Environment: DURATION (8s) per
 // load run, PASSES (2) interleaved max-throughput passes, ROUNDS (5) rounds of
 // the in-process benchmarks, BENCHTIME (1s), RATES ("1000 2000 4000"), SKIP (a
-// comma list of inproc, max, rates, rss, profile, sidecar).
+// comma list of inproc, max, rates, rss, profile, sidecar, sidecar-load). The
+// sidecar is also measured out of process (sidecarload.go): writ serve on the
+// file and the memory store against a bare httputil.ReverseProxy, PASSES
+// interleaved passes of DURATION each.
 //
 // With -compare OLD NEW it compares two reports' machine-readable blocks and
 // fails on a regression of more than 25% of any headline ratio (make
@@ -178,6 +181,8 @@ type results struct {
 	// rss[policy][workload]
 	rss     map[string]map[string]rssResult
 	profile []profileRow
+	// sidecar[target] holds one out-of-process run per pass (sidecarload.go).
+	sidecar map[string][]slResult
 	started time.Time
 	elapsed time.Duration
 }
@@ -202,7 +207,7 @@ func run(opt options) (*results, error) {
 			return nil, err
 		}
 	}
-	if opt.skip["max"] && opt.skip["rates"] && opt.skip["rss"] && opt.skip["profile"] {
+	if opt.skip["max"] && opt.skip["rates"] && opt.skip["rss"] && opt.skip["profile"] && opt.skip["sidecar-load"] {
 		r.elapsed = time.Since(r.started)
 		r.machine.end()
 		return r, nil
@@ -223,7 +228,11 @@ func runLoad(r *results) error {
 		return err
 	}
 	defer os.RemoveAll(work)
-	env, err := prepareLoad(work, workloads)
+	wls := workloads
+	if opt.skip["max"] && opt.skip["rates"] && opt.skip["rss"] && opt.skip["profile"] {
+		wls = nil // the sidecar alone: no ext_authz request files (nor tokens to mint)
+	}
+	env, err := prepareLoad(work, wls)
 	if err != nil {
 		return err
 	}
@@ -245,6 +254,11 @@ func runLoad(r *results) error {
 	if !opt.skip["profile"] {
 		if err := profileRun(r, env); err != nil {
 			logf("profile: %v", err)
+		}
+	}
+	if !opt.skip["sidecar-load"] {
+		if err := sidecarLoad(r, env); err != nil {
+			return err
 		}
 	}
 	return nil

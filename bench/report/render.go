@@ -104,6 +104,9 @@ func (r *results) headline() (guarded, reference map[string]float64) {
 			put(guarded, "sidecar.allow_hit.vs_bare_proxy", bare/hit)
 		}
 	}
+	for k, v := range slRatios(r) {
+		put(reference, k, v)
+	}
 	for _, wl := range workloads {
 		if x, ok := r.rates[policyShipped][wl][2000]; ok && x.P99ms > 0 {
 			put(reference, "rate2000."+wl+".target_over_p99", targetP99At2k/x.P99ms)
@@ -135,6 +138,7 @@ func render(r *results) string {
 	renderInProc(r, p)
 	renderParse(r, p)
 	renderSidecar(r, p)
+	renderSidecarLoad(r, p)
 	renderProfile(r, p)
 	if notes, err := os.ReadFile("bench/NOTES.md"); err == nil {
 		p("## Notes (bench/NOTES.md)\n\n%s\n", strings.TrimSpace(string(notes)))

@@ -10,31 +10,16 @@ import (
 	"os"
 	"strings"
 
-	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/examples"
 	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
-	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/server"
 )
 
 type headerFlags []string
 
 func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
 func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
-
-// inspectOutput is what inspect prints: the internal request, or the fault and
-// the exact answer writ would send.
-type inspectOutput struct {
-	Request *task.Request `json:"request,omitempty"`
-	Fault   *task.Fault   `json:"fault,omitempty"`
-	Answer  *answer       `json:"answer,omitempty"`
-}
-
-type answer struct {
-	Status      int             `json:"status"`
-	ContentType string          `json:"content_type"`
-	Body        json.RawMessage `json:"body"`
-}
 
 func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("inspect", "writ inspect -file FILE | -example NAME | -path P [-method M] [-header 'K: V']... [-body FILE] [flags]",
@@ -66,18 +51,13 @@ func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "writ inspect: %v\n", err)
 		return 2
 	}
-	edges, err := adapters.NewRoute(*protocol, "/")
+	out, err := server.Inspect(in, *protocol, lim)
 	if err != nil {
 		fmt.Fprintf(stderr, "writ inspect: %v\n", err)
 		return 2
 	}
-	edge := edges.For(in.Path)
-	req, fault := edge.Parse(in, lim)
-	out := inspectOutput{Request: &req}
 	code := 0
-	if fault != nil {
-		r := edge.RenderFault(&req, fault)
-		out = inspectOutput{Fault: fault, Answer: &answer{Status: r.Status, ContentType: r.ContentType, Body: r.Body}}
+	if out.Fault != nil {
 		code = 1
 	}
 	enc := json.NewEncoder(stdout)

@@ -3,31 +3,32 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 
-	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/policies"
 	"github.com/writ-authz/writ/server"
 )
 
 // policyUsage lists writ policy's subcommands.
-const policyUsage = `usage: writ policy test [-v] [DIR...]   run a policy set's Rego tests (opa test-like output)
+const policyUsage = `usage: writ policy test [-v] [-config writ.yaml] [DIR...]   run a policy set's Rego tests (opa test-like output)
 
 The policies writ decides with are Rego files (the shipped set is embedded;
 policies: in writ.yaml names yours). Related commands: writ eval decides one
-request with them, writ inspect shows the input they see, writ validate loads
-a config and its policies as serve would. writ policy test -h gives the flags.
+request with them (-policies DIR: a candidate set), writ inspect shows the
+input they see, writ validate loads a config and its policies as serve would.
+writ policy test -h gives the flags.
 `
 
-// policyCmd runs `writ policy test [-v] [DIR...]`: the policy set's Rego tests
-// through the embedded engine, with `opa test`-like output.
+// policyCmd runs `writ policy test [-v] [-config writ.yaml] [DIR...]`: the
+// policy set's Rego tests through the embedded engine, with `opa test`-like
+// output; with -config, then the gate a reload of the running writ applies
+// (server.CheckReload: the configuration's facts and known requests), and
+// the revision it would serve.
 func policyCmd(args []string, stdout, stderr io.Writer) int {
-	const synopsis = "writ policy test [-v] [DIR...]"
+	const synopsis = "writ policy test [-v] [-config writ.yaml] [DIR...]"
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, policyUsage)
 		return 0
@@ -41,45 +42,64 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	fs := newFlags("policy test", synopsis,
 		"Runs the policies' Rego tests through the embedded engine (opa test-like output). Without DIR: ./policies\n"+
-			"when it exists, else the shipped policies embedded in writ.")
+			"when it exists, else the shipped policies embedded in writ. With -config: DIR is a candidate for that\n"+
+			"configuration (without DIR, its own policies), and after the tests it must pass what a reload would ask\n"+
+			"(the configuration's facts, a known request to every agent); the revision it would serve is printed.")
 	verbose := fs.Bool("v", false, "list every test")
+	cfgPath := fs.String("config", "", "a configuration the set is a candidate for (writ.yaml of a running writ)")
 	if done, code := parseFlags(fs, args[1:], stdout, stderr); done {
 		return code
 	}
-	paths := fs.Args()
-	if len(paths) == 0 {
-		if st, err := os.Stat("policies"); err == nil && st.IsDir() {
-			paths = []string{"policies"}
-		} else {
-			dir, err := os.MkdirTemp("", "writ-policies-")
-			if err != nil {
-				fmt.Fprintf(stderr, "writ policy test: %v\n", err)
-				return 2
-			}
-			defer os.RemoveAll(dir)
-			if err := os.CopyFS(dir, policies.FS); err != nil {
-				fmt.Fprintf(stderr, "writ policy test: %v\n", err)
-				return 2
-			}
-			paths = []string{dir}
-			fmt.Fprintln(stdout, "testing the shipped policies embedded in writ")
+	var cfg *config.Config
+	if *cfgPath != "" {
+		c, err := config.Load(*cfgPath)
+		if err != nil {
+			fmt.Fprintf(stderr, "writ policy test: %v\n", err)
+			return 2
 		}
+		cfg = c
 	}
-	results, sum, err := authz.TestPolicies(context.Background(), paths)
-	if err != nil && !errors.Is(err, authz.ErrPolicyTests) {
+	candidate := fs.Args()
+	tests, err := server.TestPolicySet(context.Background(), cfg, candidate)
+	if err != nil {
 		fmt.Fprintf(stderr, "writ policy test: %v\n", err)
 		return 2
 	}
-	for _, r := range results {
+	if tests.Embedded {
+		fmt.Fprintln(stdout, "testing the shipped policies embedded in writ")
+	}
+	if code := printPolicyTests(tests, *verbose, stdout); code != 0 || cfg == nil {
+		return code
+	}
+	return printReloadCheck(cfg, *cfgPath, candidate, stdout, stderr)
+}
+
+// printPolicyTests prints a set's test results as opa test does: a failed
+// test's line, then the expression it failed at and what it printed (the
+// shipped tests print what they expected and what came out).
+func printPolicyTests(tests *server.PolicyTests, verbose bool, stdout io.Writer) int {
+	for _, r := range tests.Results {
 		switch {
 		case r.Err != "":
 			fmt.Fprintf(stdout, "ERROR: %s.%s (%s)\n  %s\n", r.Package, r.Name, r.Location, r.Err)
+			printIndented(stdout, r.Output)
 		case !r.Pass && !r.Skipped:
 			fmt.Fprintf(stdout, "FAIL: %s.%s (%s)\n", r.Package, r.Name, r.Location)
-		case *verbose:
+			if r.FailedAt != "" {
+				fmt.Fprintf(stdout, "  failed at %s\n", r.FailedAt)
+			}
+			if r.Output == "" {
+				// A test that prints nothing of what it expected: the failed
+				// expression with the values of its parts.
+				printIndented(stdout, r.FailedValues)
+			}
+			printIndented(stdout, r.Output)
+		case verbose:
 			fmt.Fprintf(stdout, "PASS: %s.%s (%s)\n", r.Package, r.Name, r.Duration)
+			printIndented(stdout, r.Output)
 		}
 	}
+	sum := tests.Summary
 	total := sum.Passed + sum.Failed + sum.Errored
 	fmt.Fprintln(stdout, strings.Repeat("-", 80))
 	fmt.Fprintf(stdout, "PASS: %d/%d\n", sum.Passed, total)
@@ -94,17 +114,55 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// printIndented prints a test's output below its line, indented.
+func printIndented(w io.Writer, output string) {
+	for line := range strings.SplitSeq(strings.TrimRight(output, "\n"), "\n") {
+		if line != "" {
+			fmt.Fprintf(w, "  %s\n", line)
+		}
+	}
+}
+
+// printReloadCheck prints what server.CheckReload finds of the set under
+// candidate (none: cfg's own): whether a reload of the writ running cfg
+// would take it, and the revision it would serve beside the one cfg's own
+// set has.
+func printReloadCheck(cfg *config.Config, cfgPath string, candidate []string, stdout, stderr io.Writer) int {
+	c, err := server.CheckReload(context.Background(), cfg, candidate)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ policy test: %v\n", err)
+		return 2
+	}
+	if c.Refused != nil {
+		fmt.Fprintf(stdout, "FAIL: %s would be refused by %s: %v\n", c.Source, cfgPath, c.Refused)
+		return 1
+	}
+	fmt.Fprintf(stdout, "ok: %s passes what a reload of %s asks (%d known requests decided); revision %s\n",
+		c.Source, cfgPath, c.Known, c.Revision)
+	switch {
+	case !c.Candidate:
+	case c.LiveErr != nil:
+		fmt.Fprintf(stdout, "the configuration's own policies (%s) do not load: %v\n", c.LiveSource, c.LiveErr)
+	case c.LiveRevision == c.Revision:
+		fmt.Fprintf(stdout, "the configuration's own policies (%s) are revision %s too: the same content\n", c.LiveSource, c.LiveRevision)
+	default:
+		fmt.Fprintf(stdout, "the configuration's own policies (%s) are revision %s\n", c.LiveSource, c.LiveRevision)
+	}
+	return 0
+}
+
 // evalCmd runs `writ eval`: one request through identity, input building and the
 // policy (server.Eval), printing the input document and the decision.
 func evalCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("eval", "writ eval -request FILE [-config writ.yaml] [-agent NAME] [-token JWT | -caller FILE] [-explain]",
-		"One request through identity and the policy: prints the writ/v1 input document and the decision\n(exit 1 when denied).")
+	fs := newFlags("eval", "writ eval -request FILE [-config writ.yaml] [-policies DIR] [-agent NAME] [-token JWT | -caller FILE] [-explain]",
+		"One request through identity and the policy: prints the writ/v1 input document and the decision\n(exit 1 when denied). With -policies: the decision of that candidate set, on the configuration's\nagents, identity and facts, and the configuration's own set's as \"live\"; no running writ is asked\nor changed.")
 	reqFile := fs.String("request", "", "a whole HTTP/1.1 request message (see writ inspect)")
 	cfgPath := fs.String("config", "writ.yaml", "the configuration file (agents, identity, policies)")
 	agentName := fs.String("agent", "", "the target agent (default: the one whose route matches the request path)")
 	token := fs.String("token", "", "a bearer token to verify (default: the request's Authorization header)")
 	callerFile := fs.String("caller", "", "a JSON caller to use as is, unverified (testing policies)")
 	explain := fs.Bool("explain", false, "list the rules that fired")
+	candidate := fs.String("policies", "", "a candidate policy directory (or several, comma-separated) to decide with instead of the configuration's")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -124,13 +182,18 @@ func evalCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	out, err := server.Eval(context.Background(), cfg, server.EvalRequest{Message: raw, Agent: *agentName,
-		Token: *token, CallerFile: *callerFile, Explain: *explain})
+		Token: *token, CallerFile: *callerFile, Explain: *explain, Policies: commaList(*candidate)})
 	if err != nil {
 		fmt.Fprintf(stderr, "writ eval: %v\n", err)
 		return 2
 	}
-	if out.DecideErr != nil {
-		fmt.Fprintf(stderr, "writ eval: %v (the request would be denied: fail closed)\n", out.DecideErr)
+	if out.LiveErr != nil {
+		fmt.Fprintf(stderr, "writ eval: %v\n", out.LiveErr)
+	}
+	for _, d := range []*server.EvalDecision{out.Live, &out.Decision} {
+		if d != nil && d.Err != nil {
+			fmt.Fprintf(stderr, "writ eval: %v (revision %s: the request would be denied: fail closed)\n", d.Err, d.Revision)
+		}
 	}
 	if out.ExplainErr != nil {
 		fmt.Fprintf(stderr, "writ eval: explain: %v\n", out.ExplainErr)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -155,5 +156,158 @@ decision := {"allow": count(denials) == 0, "denials": denials}
 	code, out, errOut := runCLI(t, "", "validate", "-config", cfg)
 	if code != 1 || !strings.Contains(errOut, "fails on a known request (a send to sanctions-screening-agent") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestPolicyTestShowsWhatFailed: a failed test names the expression it
+// failed at, and shows what it expected and what came out: what a test in
+// the shipped form (expect) printed, else the failed expression drawn with
+// the values of its parts.
+func TestPolicyTestShowsWhatFailed(t *testing.T) {
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "p.rego"), "package x\n\ncodes := [\"DEPTH_EXCEEDED\"]\n")
+	writeTestFile(t, filepath.Join(dir, "p_test.rego"), `package x_test
+
+import data.x
+
+expect(got, want) if got == want
+
+else := false if {
+	print("want:", want)
+	print("got: ", got)
+}
+
+test_printed if {
+	expect(x.codes, [])
+}
+
+test_plain if {
+	x.codes == ["CYCLE_DETECTED"]
+}
+`)
+	code, out, errOut := runCLI(t, "", "policy", "test", dir)
+	for _, want := range []string{
+		"FAIL: data.x_test.test_printed (" + dir + "/p_test.rego:12)\n  failed at " + dir + "/p_test.rego:13: expect(x.codes, [])\n  want: []\n  got:  [\"DEPTH_EXCEEDED\"]\n",
+		"FAIL: data.x_test.test_plain (" + dir + "/p_test.rego:16)\n  failed at " + dir + "/p_test.rego:17: x.codes == [\"CYCLE_DETECTED\"]\n",
+		"  \tx.codes == [\"CYCLE_DETECTED\"]\n  \t|\n  \t[\"DEPTH_EXCEEDED\"]\n",
+	} {
+		if code != 1 || !strings.Contains(out, want) {
+			t.Errorf("exit %d, want %q in\n%s\n%s", code, want, out, errOut)
+		}
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// candidatePolicies is a copy of the shipped policies (from the repository
+// root) with data.json's from replaced by to.
+func candidatePolicies(t *testing.T, from, to string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("policies")); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"embed.go", "limits_test.go"} {
+		if err := os.Remove(filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "data.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), from) {
+		t.Fatalf("data.json has no %s", from)
+	}
+	writeTestFile(t, filepath.Join(dir, "data.json"), strings.Replace(string(raw), from, to, 1))
+	return dir
+}
+
+// TestEvalCandidatePolicies: writ eval -policies decides with a candidate set
+// on the configuration's agents, identity and facts, beside the
+// configuration's own set (live): a depth limit lowered from 4 to 2 denies a
+// two-hop chain the live set allows. A copy of the live files elsewhere is
+// the live revision.
+func TestEvalCandidatePolicies(t *testing.T) {
+	chdirRoot(t)
+	req := "testdata/a2a/v1.0/jsonrpc/send.request.http"
+	callerFile := filepath.Join(t.TempDir(), "caller.json")
+	writeTestFile(t, callerFile, `{"authenticated":true,"method":"jwt","agent_id":"payments-investigator","tenant":"wholesale","scopes":["delegate"],"delegation_chain":["a","b"]}`)
+	type decision struct {
+		Allow    bool
+		Denials  []struct{ Code string }
+		Revision string
+	}
+	var got struct {
+		Decision decision
+		Live     *decision
+	}
+	eval := func(candidate string) int {
+		t.Helper()
+		code, out, errOut := runCLI(t, "", "eval", "-config", "testdata/config/seed.yaml", "-request", req, "-caller", callerFile, "-policies", candidate)
+		got.Live = nil
+		if err := json.Unmarshal([]byte(out), &got); err != nil {
+			t.Fatalf("exit %d: %v\n%s\n%s", code, err, out, errOut)
+		}
+		return code
+	}
+	if code := eval(candidatePolicies(t, `"max_delegation_depth": 4`, `"max_delegation_depth": 2`)); code != 1 || got.Decision.Allow ||
+		len(got.Decision.Denials) != 1 || got.Decision.Denials[0].Code != "DEPTH_EXCEEDED" ||
+		got.Live == nil || !got.Live.Allow || got.Live.Revision == got.Decision.Revision {
+		t.Fatalf("exit %d: %+v", code, got)
+	}
+	if code := eval(candidatePolicies(t, `"ownership": "agent"`, `"ownership": "agent"`)); code != 0 || !got.Decision.Allow ||
+		got.Live == nil || got.Live.Revision != got.Decision.Revision {
+		t.Fatalf("the same files elsewhere: exit %d: %+v", code, got)
+	}
+	code, out, errOut := runCLI(t, "", "eval", "-config", "testdata/config/seed.yaml", "-request", req, "-caller", callerFile, "-policies", t.TempDir())
+	if code != 2 || !strings.Contains(errOut, "the candidate policies") {
+		t.Fatalf("an empty candidate: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// TestPolicyTestAgainstAConfig: writ policy test -config tests a candidate
+// set, then loads it as a reload of that configuration would (its facts and
+// a known request to every agent) and prints the revision it would serve: a
+// limit changed inside its range passes with no test edited, the same files
+// elsewhere are the live revision, and a set that passes its tests but fails
+// on a known request is refused.
+func TestPolicyTestAgainstAConfig(t *testing.T) {
+	chdirRoot(t)
+	const cfg = "testdata/config/seed.yaml"
+	code, out, errOut := runCLI(t, "", "policy", "test", "-config", cfg)
+	liveRE := regexp.MustCompile(`ok: policies passes what a reload of testdata/config/seed.yaml asks \(9 known requests decided\); revision ([0-9a-f]{16})\n`)
+	m := liveRE.FindStringSubmatch(out)
+	if code != 0 || m == nil {
+		t.Fatalf("the configuration's own set: exit %d\n%s\n%s", code, out, errOut)
+	}
+	live := m[1]
+	lowered := candidatePolicies(t, `"max_delegation_depth": 4`, `"max_delegation_depth": 2`)
+	code, out, errOut = runCLI(t, "", "policy", "test", "-config", cfg, lowered)
+	if code != 0 || strings.Contains(out, "FAIL") || !strings.Contains(out, "ok: "+lowered+" passes") ||
+		!strings.Contains(out, "the configuration's own policies (policies) are revision "+live+"\n") {
+		t.Fatalf("a lowered depth: exit %d\n%s\n%s", code, out, errOut)
+	}
+	same := candidatePolicies(t, `"ownership": "agent"`, `"ownership": "agent"`)
+	code, out, _ = runCLI(t, "", "policy", "test", "-config", cfg, same)
+	if code != 0 || !strings.Contains(out, "revision "+live+"\n") || !strings.Contains(out, "are revision "+live+" too: the same content") {
+		t.Fatalf("the same files elsewhere: exit %d\n%s", code, out)
+	}
+	failing := t.TempDir()
+	writeTestFile(t, filepath.Join(failing, "p.rego"), `package writ.authz
+
+denials contains {"code": "X", "reason": "r"} if to_number(input.request.path) > 3
+
+decision := {"allow": count(denials) == 0, "denials": denials}
+`)
+	writeTestFile(t, filepath.Join(failing, "p_test.rego"), "package writ.authz_test\n\ntest_nothing if true\n")
+	code, out, _ = runCLI(t, "", "policy", "test", "-config", cfg, failing)
+	if code != 1 || !strings.Contains(out, "PASS: 1/1") || !strings.Contains(out, "would be refused by testdata/config/seed.yaml: the policy fails on a known request") {
+		t.Fatalf("a set failing a known request: exit %d\n%s", code, out)
 	}
 }

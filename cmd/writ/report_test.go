@@ -250,3 +250,29 @@ func TestValidateSigningKey(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, errOut)
 	}
 }
+
+// TestValidateCardKeys: writ validate reads the card keys as writ serve
+// would at start (an agent's card_keys, writ's own signing key), naming the
+// key of each it cannot use, and creates no key.
+func TestValidateCardKeys(t *testing.T) {
+	chdirRoot(t)
+	raw, _ := os.ReadFile("testdata/config/seed.yaml")
+	dir := t.TempDir()
+	notJWKS := filepath.Join(dir, "agent.jwks")
+	os.WriteFile(notJWKS, []byte(`{"keys":[]}`), 0o600)
+	signing := filepath.Join(dir, "card.jwk")
+	cfg := filepath.Join(dir, "writ.yaml")
+	body := strings.Replace(string(raw), "agents:\n  - ", "agents:\n  - card_keys: "+notJWKS+"\n    ", 1)
+	os.WriteFile(cfg, []byte(body+"cards:\n  signing_key_file: "+signing+"\n"), 0o600)
+	code, _, errOut := runCLI(t, "", "validate", "-offline", "-config", cfg)
+	if code != 1 || !strings.Contains(errOut, "agents[0].card_keys: the key set has no keys") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(signing); err == nil {
+		t.Error("writ validate created the signing key")
+	}
+	os.WriteFile(signing, []byte(`{"kty":"oct","k":"c2VjcmV0"}`), 0o600)
+	if code, _, errOut = runCLI(t, "", "validate", "-offline", "-config", cfg); code != 1 || !strings.Contains(errOut, "cards.signing_key_file") {
+		t.Fatalf("exit %d\n%s", code, errOut)
+	}
+}

@@ -20,20 +20,16 @@ const command = "cmd/writ"
 // commandImports are the packages of ours cmd/writ may import, each for the
 // command that prints from it.
 var commandImports = []string{
-	assembly,             // serve, validate, eval, the log every command writes
+	assembly,             // serve, validate, eval, inspect, policy test, the log every command writes
 	"config",             // every command reads the configuration
 	"internal/demo",      // demo
 	"internal/devidp",    // dev token, dev jwks
 	"internal/buildinfo", // version
 	"sts",                // sts
-	"adapters",           // inspect: the protocol table's parse and render
 	"adapters/names",     // inspect -protocol
-	"adapters/wire",      // inspect: the request as an adapter reads it
+	"adapters/wire",      // inspect: the request message read
 	"adapters/examples",  // inspect -example
-	"task",               // inspect, eval: the internal request and fault printed
-	"authz",              // policy test
 	"authz/identity",     // dev: the development issuer
-	"policies",           // policy test: the shipped set
 	"decisionlog",        // report -verify
 	"report",             // report
 }

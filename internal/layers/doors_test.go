@@ -23,15 +23,18 @@ const core = "proxy"
 // a door: they take work from it, never a request from a caller.
 var workers = []string{"proxy/follow"}
 
-// coreLeaves are the only packages under proxy/ the core may depend on.
-var coreLeaves = []string{"proxy/push", "proxy/writheader"}
+// coreLeaves are the only packages under proxy/ the core may depend on (the
+// link table egress mode keeps of forwarded requests among them).
+var coreLeaves = []string{"proxy/push", "proxy/writheader", "proxy/link"}
 
 // doorImports are the packages of ours a door may import besides the
 // helpers under proxy/: the core, the adapters' registry and wire, the
 // events, the kernel's types, the configuration, and the identity resolver
-// (to map a caller a platform in front verified). Never the decision engine,
-// a store, an observer, a protocol's own adapter, or another door.
-var doorImports = []string{core, "adapters", "adapters/wire", "events", "task", "config", "authz/identity"}
+// (to map a caller a platform in front verified), and the token exchange
+// client (the egress door obtains outbound tokens with it). Never the
+// decision engine, a store, an observer, a protocol's own adapter, or
+// another door.
+var doorImports = []string{core, "adapters", "adapters/wire", "events", "task", "config", "authz/identity", "authz/exchange"}
 
 // workerImports are the packages of ours a worker may import.
 var workerImports = []string{core, "task", "task/lease", "config"}
@@ -121,7 +124,7 @@ func doorProblems(g map[string]node) (doors []string, problems []string) {
 func TestDoorsArePeers(t *testing.T) {
 	g := graph(t)
 	doors, problems := doorProblems(g)
-	for _, want := range []string{"proxy/sidecar", "proxy/extauthz", "proxy/extproc"} {
+	for _, want := range []string{"proxy/sidecar", "proxy/extauthz", "proxy/extproc", "proxy/egress", "proxy/authzen"} {
 		if !slices.Contains(doors, want) {
 			t.Errorf("%s is not found as a door (doors: %v)", want, doors)
 		}

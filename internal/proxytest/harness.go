@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
@@ -35,6 +36,9 @@ type Harness struct {
 	T      *testing.T
 	Server *server.Server
 	Core   *proxy.Core
+	// Engine is the core's decision engine (for doors that also evaluate
+	// other rules of the policy set: the AuthZEN applications).
+	Engine *authz.Engine
 	Bus    *events.Bus
 	Srv    *Endpoint
 	Store  *task.MemoryStore
@@ -135,7 +139,7 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 			t.Errorf("writ's shutdown: %v", err)
 		}
 	})
-	return &Harness{T: t, Server: s, Core: s.Core(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IdP: idp, Cfg: cfg}
+	return &Harness{T: t, Server: s, Core: s.Core(), Engine: s.Engine(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IdP: idp, Cfg: cfg}
 }
 
 // Caller describes who a test token speaks for.

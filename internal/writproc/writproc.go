@@ -167,9 +167,9 @@ type Proc struct {
 	// Dir holds its configuration (writ.yaml) and whatever the test puts there.
 	Dir string
 	// URL is the sidecar's base URL, AdminURL the admin API's, GRPCAddr the
-	// ext_authz gRPC listener's and ExtProcAddr the ext_proc listener's (empty
-	// unless configured).
-	URL, AdminURL, GRPCAddr, ExtProcAddr string
+	// ext_authz gRPC listener's, ExtProcAddr the ext_proc listener's and
+	// EgressURL the egress listener's base URL (empty unless configured).
+	URL, AdminURL, GRPCAddr, ExtProcAddr, EgressURL string
 	// DecisionLog is the decision log's path when the config names one.
 	DecisionLog string
 
@@ -245,6 +245,13 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 				}
 				_ = json.Unmarshal([]byte(line), &e)
 				p.GRPCAddr = e.GRPC
+			}
+			if line, ok := p.log.find("egress is serving"); ok {
+				var e struct {
+					Addr string `json:"addr"`
+				}
+				_ = json.Unmarshal([]byte(line), &e)
+				p.EgressURL = "http://" + e.Addr
 			}
 			if line, ok := p.log.find("Envoy mode: ext_proc is serving"); ok {
 				var e struct {

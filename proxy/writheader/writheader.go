@@ -133,9 +133,14 @@ func appendPlain(b []byte, s string) ([]byte, bool) {
 	return append(b, '"'), true
 }
 
-// Names are the headers writ sets for the upstream, which a caller may never
-// set itself.
-var Names = []string{Caller, Decision}
+// Parent names, on a call the protected agent makes through writ's egress
+// listener, the inbound request the call serves: the Writ-Decision-Id the
+// agent received with it. The egress door reads it; it never travels on.
+const Parent = "Writ-Parent"
+
+// Names are writ's own headers: those it sets for the upstream, which a
+// caller may never set itself, and the one its agent sets for writ alone.
+var Names = []string{Caller, Decision, Parent}
 
 // Is reports whether a header name is one of writ's, in any spelling
 // a server might fold into it: case, and '_' for '-' (CGI-style servers and

@@ -31,6 +31,14 @@ func TestContract(t *testing.T) {
 	}}.Run(t)
 }
 
+// TestContractDeferred: the store contract holds through a Batch too (its
+// writes return before their commit, and every read sees them at once).
+func TestContractDeferred(t *testing.T) {
+	storetest.Suite{New: func(t *testing.T, l task.MemoryLimits) task.Store {
+		return open(t, tempPath(t), l, filestore.Options{}).Defer()
+	}}.Run(t)
+}
+
 func TestWorkContract(t *testing.T) {
 	storetest.WorkSuite{New: func(t *testing.T, l task.WorkLimits) task.WorkQueue {
 		return open(t, tempPath(t), task.MemoryLimits{}, filestore.Options{Work: l})

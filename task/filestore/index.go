@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/writ-authz/writ/task"
 	"github.com/writ-authz/writ/task/internal/recordenc"
 )
@@ -55,7 +53,7 @@ func stateKey(s task.State) []byte { return []byte("state:" + string(s)) }
 
 func u64(v uint64) []byte { return binary.BigEndian.AppendUint64(nil, v) }
 
-func getU64(b *bolt.Bucket, k []byte) uint64 {
+func getU64(b bucket, k []byte) uint64 {
 	if v := b.Get(k); len(v) == 8 {
 		return binary.BigEndian.Uint64(v)
 	}
@@ -63,7 +61,7 @@ func getU64(b *bolt.Bucket, k []byte) uint64 {
 }
 
 // addU64 adds d to the counter k of b (removing it at zero).
-func addU64(b *bolt.Bucket, k []byte, d int64) (uint64, error) {
+func addU64(b bucket, k []byte, d int64) (uint64, error) {
 	v := int64(getU64(b, k)) + d
 	if v <= 0 {
 		return 0, unavailable(b.Delete(k))
@@ -72,7 +70,7 @@ func addU64(b *bolt.Bucket, k []byte, d int64) (uint64, error) {
 }
 
 // nextSeq returns the next sequence number of the store.
-func nextSeq(tx *bolt.Tx) (uint64, error) {
+func nextSeq(tx *view) (uint64, error) {
 	m := tx.Bucket(bMeta)
 	n := getU64(m, kSeq) + 1
 	return n, unavailable(m.Put(kSeq, u64(n)))
@@ -81,7 +79,7 @@ func nextSeq(tx *bolt.Tx) (uint64, error) {
 // stamp is an update time and a sequence number.
 type stamp [16]byte
 
-func newStamp(tx *bolt.Tx, t time.Time) (stamp, error) {
+func newStamp(tx *view, t time.Time) (stamp, error) {
 	var s stamp
 	seq, err := nextSeq(tx)
 	binary.BigEndian.PutUint64(s[:8], uint64(t.UnixNano()))
@@ -143,7 +141,7 @@ func itemKey(owner string, done bool, s stamp, rk []byte) []byte {
 	return cat(prefixed(owner), class, s[:], rk)
 }
 
-func (f fairBuckets) count(tx *bolt.Tx, owner string) uint64 {
+func (f fairBuckets) count(tx *view, owner string) uint64 {
 	if v := tx.Bucket(f.counts).Get([]byte(owner)); len(v) == 16 {
 		return binary.BigEndian.Uint64(v)
 	}
@@ -151,7 +149,7 @@ func (f fairBuckets) count(tx *bolt.Tx, owner string) uint64 {
 }
 
 // rank moves owner's count by d, keeping the heavy index.
-func (f fairBuckets) rank(tx *bolt.Tx, owner string, d int64) error {
+func (f fairBuckets) rank(tx *view, owner string, d int64) error {
 	counts, heavy := tx.Bucket(f.counts), tx.Bucket(f.heavy)
 	var n uint64
 	if v := counts.Get([]byte(owner)); len(v) == 16 {
@@ -174,14 +172,14 @@ func (f fairBuckets) rank(tx *bolt.Tx, owner string, d int64) error {
 	return unavailable(heavy.Put(cat(u64(n), u64(^seq), []byte(owner)), nil))
 }
 
-func (f fairBuckets) add(tx *bolt.Tx, owner string, done bool, s stamp, rk []byte) error {
+func (f fairBuckets) add(tx *view, owner string, done bool, s stamp, rk []byte) error {
 	if err := tx.Bucket(f.items).Put(itemKey(owner, done, s, rk), nil); err != nil {
 		return unavailable(err)
 	}
 	return f.rank(tx, owner, 1)
 }
 
-func (f fairBuckets) remove(tx *bolt.Tx, owner string, done bool, s stamp, rk []byte) error {
+func (f fairBuckets) remove(tx *view, owner string, done bool, s stamp, rk []byte) error {
 	if err := tx.Bucket(f.items).Delete(itemKey(owner, done, s, rk)); err != nil {
 		return unavailable(err)
 	}
@@ -189,7 +187,7 @@ func (f fairBuckets) remove(tx *bolt.Tx, owner string, done bool, s stamp, rk []
 }
 
 // move re-files one of owner's items under a new class and stamp.
-func (f fairBuckets) move(tx *bolt.Tx, owner string, wasDone bool, old stamp, done bool, s stamp, rk []byte) error {
+func (f fairBuckets) move(tx *view, owner string, wasDone bool, old stamp, done bool, s stamp, rk []byte) error {
 	b := tx.Bucket(f.items)
 	if err := b.Delete(itemKey(owner, wasDone, old, rk)); err != nil {
 		return unavailable(err)
@@ -199,7 +197,7 @@ func (f fairBuckets) move(tx *bolt.Tx, owner string, wasDone bool, old stamp, do
 
 // oldest is the refKey of owner's least recently updated item, a finished one
 // first.
-func (f fairBuckets) oldest(tx *bolt.Tx, owner string) ([]byte, bool) {
+func (f fairBuckets) oldest(tx *view, owner string) ([]byte, bool) {
 	p := prefixed(owner)
 	k, _ := tx.Bucket(f.items).Cursor().Seek(p)
 	if k == nil || !bytes.HasPrefix(k, p) || len(k) < len(p)+17 {
@@ -209,7 +207,7 @@ func (f fairBuckets) oldest(tx *bolt.Tx, owner string) ([]byte, bool) {
 }
 
 // heaviest is the owner holding the most items.
-func (f fairBuckets) heaviest(tx *bolt.Tx) (string, bool) {
+func (f fairBuckets) heaviest(tx *view) (string, bool) {
 	k, _ := tx.Bucket(f.heavy).Cursor().Last()
 	if len(k) < 16 {
 		return "", false
@@ -226,7 +224,7 @@ type stored struct {
 func (s stored) owner() string { return task.OwnerKey(s.rec.Task.Owner) }
 func (s stored) done() bool    { return s.rec.Task.State.Terminal() }
 
-func getRecord(tx *bolt.Tx, rk []byte) (stored, bool, error) {
+func getRecord(tx *view, rk []byte) (stored, bool, error) {
 	v := tx.Bucket(bTasks).Get(rk)
 	if v == nil {
 		return stored{}, false, nil
@@ -244,13 +242,13 @@ func getRecord(tx *bolt.Tx, rk []byte) (stored, bool, error) {
 	return s, true, nil
 }
 
-func putRecord(tx *bolt.Tx, rk []byte, s stored) error {
+func putRecord(tx *view, rk []byte, s stored) error {
 	v := recordenc.AppendRecord(append(make([]byte, 0, 256), s.stamp[:]...), &s.rec)
 	return unavailable(tx.Bucket(bTasks).Put(rk, v))
 }
 
 // insert files a new record under every index.
-func insert(tx *bolt.Tx, rk []byte, s stored) error {
+func insert(tx *view, rk []byte, s stored) error {
 	if err := putRecord(tx, rk, s); err != nil {
 		return err
 	}
@@ -281,7 +279,7 @@ func insert(tx *bolt.Tx, rk []byte, s stored) error {
 }
 
 // drop removes a record from every index.
-func drop(tx *bolt.Tx, rk []byte, s stored) error {
+func drop(tx *view, rk []byte, s stored) error {
 	if err := tx.Bucket(bTasks).Delete(rk); err != nil {
 		return unavailable(err)
 	}
@@ -313,7 +311,7 @@ func drop(tx *bolt.Tx, rk []byte, s stored) error {
 
 // update rewrites a record after a change, moving it to the new time in every
 // index. old is the record as it was stored.
-func update(tx *bolt.Tx, rk []byte, old stored, next task.Record, now time.Time) (stored, error) {
+func update(tx *view, rk []byte, old stored, next task.Record, now time.Time) (stored, error) {
 	st, err := newStamp(tx, now)
 	if err != nil {
 		return stored{}, err
@@ -368,10 +366,13 @@ func expiredAt(t time.Time, ttl time.Duration, now time.Time) bool {
 
 // sweep removes up to limit expired records and contexts, oldest first, and
 // returns how many it removed.
-func sweep(tx *bolt.Tx, ttl time.Duration, now time.Time, limit int) (int, error) {
+func sweep(tx *view, ttl time.Duration, now time.Time, limit int) (int, error) {
 	n := 0
 	c := tx.Bucket(bAge).Cursor()
-	for k, _ := c.First(); k != nil && n < limit; k, _ = c.First() {
+	k, _ := c.from(tx.swept.age)
+	var last []byte
+	for ; k != nil && n < limit; k, _ = c.Next() {
+		last = k
 		var st stamp
 		copy(st[:], k[:16])
 		if !expiredAt(st.time(), ttl, now) {
@@ -393,8 +394,12 @@ func sweep(tx *bolt.Tx, ttl time.Duration, now time.Time, limit int) (int, error
 		}
 		n++
 	}
+	tx.swept.age = orLast(k, last)
 	cc := tx.Bucket(bCtxAge).Cursor()
-	for k, _ := cc.First(); k != nil && n < limit; k, _ = cc.First() {
+	k, _ = cc.from(tx.swept.ctx)
+	last = nil
+	for ; k != nil && n < limit; k, _ = cc.Next() {
+		last = k
 		var st stamp
 		copy(st[:], k[:16])
 		if !expiredAt(st.time(), ttl, now) {
@@ -406,11 +411,21 @@ func sweep(tx *bolt.Tx, ttl time.Duration, now time.Time, limit int) (int, error
 		}
 		n++
 	}
+	tx.swept.ctx = orLast(k, last)
 	return n, nil
 }
 
+// orLast is where a sweep stopped: the key it did not remove, or the last
+// one it did when it reached the end.
+func orLast(k, last []byte) []byte {
+	if k != nil {
+		return k
+	}
+	return last
+}
+
 // expire drops an expired record and counts it.
-func expire(tx *bolt.Tx, rk []byte, s stored) error {
+func expire(tx *view, rk []byte, s stored) error {
 	if err := drop(tx, rk, s); err != nil {
 		return err
 	}
@@ -420,7 +435,7 @@ func expire(tx *bolt.Tx, rk []byte, s stored) error {
 
 // evict drops a live record to honour a bound, leaves its tombstone and
 // reports it.
-func evict(tx *bolt.Tx, w *writeCtx, rk []byte, s stored, reason string, maxTombs int) error {
+func evict(tx *view, w *writeCtx, rk []byte, s stored, reason string, maxTombs int) error {
 	if err := drop(tx, rk, s); err != nil {
 		return err
 	}
@@ -436,7 +451,7 @@ func evict(tx *bolt.Tx, w *writeCtx, rk []byte, s stored, reason string, maxTomb
 
 // tombstone remembers the owner of an evicted task, dropping the oldest
 // tombstones beyond maxTombs.
-func tombstone(tx *bolt.Tx, rk []byte, owner task.Owner, maxTombs int) error {
+func tombstone(tx *view, rk []byte, owner task.Owner, maxTombs int) error {
 	tomb, age, m := tx.Bucket(bTomb), tx.Bucket(bTombAge), tx.Bucket(bMeta)
 	if old := tomb.Get(rk); len(old) >= 8 {
 		if err := age.Delete(cat(old[:8], rk)); err != nil {
@@ -467,7 +482,7 @@ func tombstone(tx *bolt.Tx, rk []byte, owner task.Owner, maxTombs int) error {
 	return nil
 }
 
-func dropTombstone(tx *bolt.Tx, rk []byte) error {
+func dropTombstone(tx *view, rk []byte) error {
 	tomb := tx.Bucket(bTomb)
 	old := tomb.Get(rk)
 	if len(old) < 8 {
@@ -485,7 +500,7 @@ func dropTombstone(tx *bolt.Tx, rk []byte) error {
 
 // context entries
 
-func getContext(tx *bolt.Tx, rk []byte) (stamp, task.Owner, bool, error) {
+func getContext(tx *view, rk []byte) (stamp, task.Owner, bool, error) {
 	v := tx.Bucket(bCtx).Get(rk)
 	if v == nil {
 		return stamp{}, task.Owner{}, false, nil
@@ -502,14 +517,14 @@ func getContext(tx *bolt.Tx, rk []byte) (stamp, task.Owner, bool, error) {
 	return st, o, true, nil
 }
 
-func putContext(tx *bolt.Tx, rk []byte, st stamp, o task.Owner) error {
+func putContext(tx *view, rk []byte, st stamp, o task.Owner) error {
 	if err := tx.Bucket(bCtx).Put(rk, recordenc.AppendOwner(append([]byte(nil), st[:]...), o)); err != nil {
 		return unavailable(err)
 	}
 	return unavailable(tx.Bucket(bCtxAge).Put(cat(st[:], rk), nil))
 }
 
-func dropContext(tx *bolt.Tx, rk []byte) error {
+func dropContext(tx *view, rk []byte) error {
 	st, o, ok, err := getContext(tx, rk)
 	if err != nil || !ok {
 		if err == nil { // index entry without its context: repair
@@ -534,7 +549,7 @@ func dropContext(tx *bolt.Tx, rk []byte) error {
 }
 
 // retire adds the id of kind on ref to the retired-id set laid out as r.
-func retire(tx *bolt.Tx, r task.Retired, kind byte, ref task.Ref) error {
+func retire(tx *view, r task.Retired, kind byte, ref task.Ref) error {
 	at := r.Locate(kind, ref)
 	b := tx.Bucket(bRetired)
 	k := binary.BigEndian.AppendUint32(nil, at.Block)
@@ -553,7 +568,7 @@ func retire(tx *bolt.Tx, r task.Retired, kind byte, ref task.Ref) error {
 }
 
 // isRetired reports whether the retired-id set holds the id.
-func isRetired(tx *bolt.Tx, r task.Retired, kind byte, ref task.Ref) bool {
+func isRetired(tx *view, r task.Retired, kind byte, ref task.Ref) bool {
 	at := r.Locate(kind, ref)
 	return at.In(tx.Bucket(bRetired).Get(binary.BigEndian.AppendUint32(nil, at.Block)))
 }
@@ -561,7 +576,7 @@ func isRetired(tx *bolt.Tx, r task.Retired, kind byte, ref task.Ref) bool {
 // initRetired reads the retired-id set's layout, or makes the set with the
 // layout of l: then every task, tombstone and context already in the file (a
 // file from before the set) enters it, so none of them can become unknown.
-func initRetired(tx *bolt.Tx, l task.MemoryLimits) (task.Retired, int, error) {
+func initRetired(tx *view, l task.MemoryLimits) (task.Retired, int, error) {
 	m := tx.Bucket(bMeta)
 	if v := m.Get(kRetired); v != nil {
 		r, err := task.ParseRetired(string(v))

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/writ-authz/writ/task"
 	"github.com/writ-authz/writ/task/internal/recordenc"
 )
@@ -22,15 +20,7 @@ func (s *Store) Get(ctx context.Context, ref task.Ref) (task.Record, bool, error
 	var ok bool
 	now := s.limits.Now()
 	rk := refKey(ref)
-	// A lazy write not committed yet is read first: once it is committed (and
-	// dropped from pending), the transaction below sees it.
-	if p, found := s.pendingRecord(rk); found {
-		if expiredAt(p.Updated, s.limits.TTL, now) {
-			return task.Record{}, false, nil
-		}
-		return p, true, nil
-	}
-	err := s.read(ctx, func(tx *bolt.Tx) error {
+	err := s.read(ctx, func(tx *view) error {
 		st, found, err := getRecord(tx, rk)
 		if err != nil || !found || expiredAt(st.rec.Updated, s.limits.TTL, now) {
 			return err
@@ -45,7 +35,7 @@ func (s *Store) Get(ctx context.Context, ref task.Ref) (task.Record, bool, error
 }
 
 // live returns the record of ref for a write, dropping it if it expired.
-func (s *Store) live(tx *bolt.Tx, ref task.Ref, rk []byte, now time.Time) (stored, error) {
+func (s *Store) live(tx *view, ref task.Ref, rk []byte, now time.Time) (stored, error) {
 	st, ok, err := getRecord(tx, rk)
 	if err != nil {
 		return stored{}, err
@@ -63,25 +53,27 @@ func (s *Store) live(tx *bolt.Tx, ref task.Ref, rk []byte, now time.Time) (store
 }
 
 // begin is the start of every write: expired entries go first.
-func (s *Store) begin(tx *bolt.Tx, w *writeCtx) error {
+func (s *Store) begin(tx *view, w *writeCtx) error {
 	_, err := sweep(tx, s.limits.TTL, w.now, inlineSweep)
 	return err
 }
 
 // Create implements task.Store.
-func (s *Store) Create(ctx context.Context, r task.Record) error { return s.create(ctx, r, false) }
+func (s *Store) Create(ctx context.Context, r task.Record) error { return s.create(ctx, nil, r, false) }
 
 // ClaimTask implements task.Store.
-func (s *Store) ClaimTask(ctx context.Context, r task.Record) error { return s.create(ctx, r, true) }
+func (s *Store) ClaimTask(ctx context.Context, r task.Record) error {
+	return s.create(ctx, nil, r, true)
+}
 
-func (s *Store) create(ctx context.Context, r task.Record, claim bool) error {
+func (s *Store) create(ctx context.Context, b *Batch, r task.Record, claim bool) error {
 	if err := task.ValidRecord(&r); err != nil {
 		return err
 	}
 	ref := r.Ref()
 	rk := refKey(ref)
 	rec := task.Stored(r, s.limits.MaxArtifacts)
-	return s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	return s.write(ctx, b, func(tx *view, w *writeCtx) error {
 		if err := s.begin(tx, w); err != nil {
 			return err
 		}
@@ -133,7 +125,7 @@ func (s *Store) create(ctx context.Context, r task.Record, claim bool) error {
 
 // claimable says whether owner may claim the task ref the store does not
 // hold: ErrRetired unless it never held it, or a tombstone says owner did.
-func (s *Store) claimable(tx *bolt.Tx, ref task.Ref, rk []byte, owner task.Owner) error {
+func (s *Store) claimable(tx *view, ref task.Ref, rk []byte, owner task.Owner) error {
 	if v := tx.Bucket(bTomb).Get(rk); len(v) >= 8 {
 		o, err := recordenc.Owner(v[8:])
 		if err != nil {
@@ -151,7 +143,7 @@ func (s *Store) claimable(tx *bolt.Tx, ref task.Ref, rk []byte, owner task.Owner
 }
 
 // evictKey evicts the record rk (or expires it, if it has expired).
-func (s *Store) evictKey(tx *bolt.Tx, w *writeCtx, rk []byte, reason string) error {
+func (s *Store) evictKey(tx *view, w *writeCtx, rk []byte, reason string) error {
 	v, ok, err := getRecord(tx, rk)
 	if err != nil || !ok {
 		return err
@@ -165,7 +157,7 @@ func (s *Store) evictKey(tx *bolt.Tx, w *writeCtx, rk []byte, reason string) err
 // evictVictim makes room in a full store: an expired record, else the least
 // recently updated finished one, else the heaviest owner's least recently
 // updated.
-func (s *Store) evictVictim(tx *bolt.Tx, w *writeCtx) error {
+func (s *Store) evictVictim(tx *view, w *writeCtx) error {
 	if k, _ := tx.Bucket(bAge).Cursor().First(); k != nil {
 		var st stamp
 		copy(st[:], k[:16])
@@ -189,9 +181,22 @@ func (s *Store) evictVictim(tx *bolt.Tx, w *writeCtx) error {
 
 // Apply implements task.Store.
 func (s *Store) Apply(ctx context.Context, ref task.Ref, ev task.Event) (prev, next task.Record, err error) {
+	return s.applyEvent(ctx, nil, ref, ev)
+}
+
+func (s *Store) applyEvent(ctx context.Context, b *Batch, ref task.Ref, ev task.Event) (prev, next task.Record, err error) {
+	// An answer's first event about a task is applied before the task is
+	// created (the core creates it on ErrNotFound): a read answers that
+	// without a turn of the writer. (Reads see every write applied.)
+	if _, ok, err := s.Get(ctx, ref); err != nil || !ok {
+		if err == nil {
+			err = notFound(ref)
+		}
+		return task.Record{}, task.Record{}, err
+	}
 	rk := refKey(ref)
 	var terr error
-	werr := s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	werr := s.write(ctx, b, func(tx *view, w *writeCtx) error {
 		terr = nil
 		if err := s.begin(tx, w); err != nil {
 			return err
@@ -217,7 +222,7 @@ func (s *Store) Apply(ctx context.Context, ref task.Ref, ev task.Event) (prev, n
 			// Only a task reaching its end must be durable before the
 			// answer: a non-terminal state, artifact names and repeats ride
 			// the next commit.
-			w.setLazy(rk, &next)
+			w.lazy = true
 		}
 		return err
 	})
@@ -228,9 +233,11 @@ func (s *Store) Apply(ctx context.Context, ref task.Ref, ev task.Event) (prev, n
 }
 
 // Delete implements task.Store.
-func (s *Store) Delete(ctx context.Context, ref task.Ref) error {
+func (s *Store) Delete(ctx context.Context, ref task.Ref) error { return s.delete(ctx, nil, ref) }
+
+func (s *Store) delete(ctx context.Context, b *Batch, ref task.Ref) error {
 	rk := refKey(ref)
-	return s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	return s.write(ctx, b, func(tx *view, w *writeCtx) error {
 		if err := s.begin(tx, w); err != nil {
 			return err
 		}
@@ -244,9 +251,13 @@ func (s *Store) Delete(ctx context.Context, ref task.Ref) error {
 
 // SetPush implements task.Store. Setting a config counts as an update.
 func (s *Store) SetPush(ctx context.Context, ref task.Ref, p task.PushConfig) (task.PushConfig, error) {
+	return s.setPush(ctx, nil, ref, p)
+}
+
+func (s *Store) setPush(ctx context.Context, b *Batch, ref task.Ref, p task.PushConfig) (task.PushConfig, error) {
 	rk := refKey(ref)
 	var out task.PushConfig
-	err := s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	err := s.write(ctx, b, func(tx *view, w *writeCtx) error {
 		if err := s.begin(tx, w); err != nil {
 			return err
 		}
@@ -297,8 +308,12 @@ func (s *Store) SetPush(ctx context.Context, ref task.Ref, p task.PushConfig) (t
 // DeletePush implements task.Store. Like the memory store, it does not count
 // as an update of the task.
 func (s *Store) DeletePush(ctx context.Context, ref task.Ref, cid string) error {
+	return s.deletePush(ctx, nil, ref, cid)
+}
+
+func (s *Store) deletePush(ctx context.Context, b *Batch, ref task.Ref, cid string) error {
 	rk := refKey(ref)
-	return s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	return s.write(ctx, b, func(tx *view, w *writeCtx) error {
 		if err := s.begin(tx, w); err != nil {
 			return err
 		}
@@ -323,9 +338,13 @@ func (s *Store) DeletePush(ctx context.Context, ref task.Ref, cid string) error 
 
 // ClaimContext implements task.Store.
 func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner) (task.Owner, error) {
+	return s.claimContext(ctx, nil, ref, owner)
+}
+
+func (s *Store) claimContext(ctx context.Context, b *Batch, ref task.Ref, owner task.Owner) (task.Owner, error) {
 	rk := refKey(ref)
 	var on task.Owner
-	err := s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	err := s.write(ctx, b, func(tx *view, w *writeCtx) error {
 		if err := s.begin(tx, w); err != nil {
 			return err
 		}
@@ -396,7 +415,7 @@ func (s *Store) ClaimContext(ctx context.Context, ref task.Ref, owner task.Owner
 	return on, nil
 }
 
-func (s *Store) evictContext(tx *bolt.Tx, w *writeCtx, rk []byte, reason string) error {
+func (s *Store) evictContext(tx *view, w *writeCtx, rk []byte, reason string) error {
 	st, o, ok, err := getContext(tx, rk)
 	if err != nil || !ok {
 		return err
@@ -423,7 +442,7 @@ func (s *Store) Context(ctx context.Context, ref task.Ref) (task.Owner, bool, er
 	var o task.Owner
 	var ok bool
 	now := s.limits.Now()
-	err := s.read(ctx, func(tx *bolt.Tx) error {
+	err := s.read(ctx, func(tx *view) error {
 		st, cur, found, err := getContext(tx, refKey(ref))
 		if err != nil {
 			return err
@@ -447,7 +466,7 @@ func (s *Store) Context(ctx context.Context, ref task.Ref) (task.Owner, bool, er
 func (s *Store) Tombstone(ctx context.Context, ref task.Ref) (task.Owner, bool, error) {
 	var o task.Owner
 	var ok bool
-	err := s.read(ctx, func(tx *bolt.Tx) error {
+	err := s.read(ctx, func(tx *view) error {
 		v := tx.Bucket(bTomb).Get(refKey(ref))
 		if len(v) < 8 {
 			if isRetired(tx, s.retired, task.RetiredTask, ref) {
@@ -470,7 +489,7 @@ func (s *Store) Tombstone(ctx context.Context, ref task.Ref) (task.Owner, bool, 
 // counts live records only.
 func (s *Store) Stats(ctx context.Context) (task.StoreStats, error) {
 	var out task.StoreStats
-	err := s.write(ctx, func(tx *bolt.Tx, w *writeCtx) error {
+	err := s.write(ctx, nil, func(tx *view, w *writeCtx) error {
 		w.lazy = true // what the sweep removes need not be durable at once
 		for {
 			n, err := sweep(tx, s.limits.TTL, w.now, 4096)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-
 	"github.com/writ-authz/writ/task"
 )
 
@@ -24,7 +22,7 @@ type workItem struct {
 	pay    []byte
 }
 
-func getWork(tx *bolt.Tx, key []byte) (workItem, bool, error) {
+func getWork(tx *view, key []byte) (workItem, bool, error) {
 	v := tx.Bucket(bWork).Get(key)
 	if v == nil {
 		return workItem{}, false, nil
@@ -44,7 +42,7 @@ func getWork(tx *bolt.Tx, key []byte) (workItem, bool, error) {
 }
 
 // putWork stores it under kp + id, replacing the lease entry of old.
-func putWork(tx *bolt.Tx, kp []byte, id string, it workItem, old *workItem) error {
+func putWork(tx *view, kp []byte, id string, it workItem, old *workItem) error {
 	lease := tx.Bucket(bLease)
 	if old != nil {
 		if err := lease.Delete(leaseKey(kp, old.lease, old.seq, id)); err != nil {
@@ -71,7 +69,7 @@ func leaseEnd(now time.Time, ttl time.Duration) uint64 {
 func (s *Store) Put(ctx context.Context, w task.Work, holder string, ttl time.Duration) error {
 	kp := prefixed(w.Kind)
 	pay := append([]byte(nil), w.Payload...)
-	return s.write(ctx, func(tx *bolt.Tx, _ *writeCtx) error {
+	return s.write(ctx, nil, func(tx *view, _ *writeCtx) error {
 		now := s.work.Now()
 		old, ok, err := getWork(tx, cat(kp, []byte(w.ID)))
 		if err != nil {
@@ -103,7 +101,7 @@ func (s *Store) Claim(ctx context.Context, kind, holder string, n int, ttl time.
 	}
 	kp := prefixed(kind)
 	var out []task.Work
-	err := s.write(ctx, func(tx *bolt.Tx, _ *writeCtx) error {
+	err := s.write(ctx, nil, func(tx *view, _ *writeCtx) error {
 		out = nil
 		now := s.work.Now()
 		cut := uint64(now.UnixNano())
@@ -143,7 +141,7 @@ func (s *Store) Claim(ctx context.Context, kind, holder string, n int, ttl time.
 func (s *Store) Renew(ctx context.Context, kind, holder string, ids []string, ttl time.Duration) ([]string, error) {
 	kp := prefixed(kind)
 	var lost []string
-	err := s.write(ctx, func(tx *bolt.Tx, _ *writeCtx) error {
+	err := s.write(ctx, nil, func(tx *view, _ *writeCtx) error {
 		lost = nil
 		now := s.work.Now()
 		for _, id := range ids {
@@ -172,7 +170,7 @@ func (s *Store) Renew(ctx context.Context, kind, holder string, ids []string, tt
 // Done implements task.WorkQueue.
 func (s *Store) Done(ctx context.Context, kind, id, holder string) error {
 	kp := prefixed(kind)
-	return s.write(ctx, func(tx *bolt.Tx, _ *writeCtx) error {
+	return s.write(ctx, nil, func(tx *view, _ *writeCtx) error {
 		old, ok, err := getWork(tx, cat(kp, []byte(id)))
 		if err != nil {
 			return err
@@ -194,7 +192,7 @@ func (s *Store) Done(ctx context.Context, kind, id, holder string) error {
 // Count implements task.WorkQueue.
 func (s *Store) Count(ctx context.Context, kind string) (int, error) {
 	var n int
-	err := s.read(ctx, func(tx *bolt.Tx) error {
+	err := s.read(ctx, func(tx *view) error {
 		n = int(getU64(tx.Bucket(bWorkN), []byte(kind)))
 		return nil
 	})
@@ -203,7 +201,7 @@ func (s *Store) Count(ctx context.Context, kind string) (int, error) {
 
 // releaseLeases makes every work item claimable at once, keeping its holder
 // (Open: whoever held the file before is gone).
-func releaseLeases(tx *bolt.Tx) error {
+func releaseLeases(tx *view) error {
 	type held struct {
 		kp []byte
 		id string

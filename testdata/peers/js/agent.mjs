@@ -1,7 +1,7 @@
 // A real A2A 1.0 agent on @a2a-js/sdk 1.3.0, for writ's tests.
 //
-//   node agent.mjs --agent sanctions|clarifier|slow|librarian [--port 0] [--card-url URL]
-//                  [--delay MS] [--ignore-stdin]
+//   node agent.mjs --agent sanctions|clarifier|slow|librarian|delegator [--port 0] [--card-url URL]
+//                  [--delay MS] [--ignore-stdin] [--sign [--jku URL]] [--egress URL --delegate-to NAME]
 //
 // Behaviours (the seed's worked example; the Go twins are in internal/seedagents):
 //   sanctions  working -> artifact "sanctions-screening" (text "<beneficiary>: 1 possible
@@ -18,6 +18,14 @@
 //              (referenceTaskIds): completed with the text "referenced: " and,
 //              for each task it loaded, `<id>[<the text of its history and
 //              artifacts>]`, or "none". What it was given is what it tells.
+//   delegator  delegates onward through its writ's egress listener (docs/egress.md): for
+//              each message it sends the same text to --delegate-to NAME at
+//              --egress URL/to/NAME (the card resolved there, then SendMessage; A2A 0.3
+//              targets too, through the SDK's legacyCompat), passing the Writ-Decision-Id
+//              writ gave the inbound request as Writ-Parent on every call of the SDK
+//              client (its fetch). working -> completed "delegated to NAME: <state>
+//              <the target's last status text>", or failed "delegation refused: <the
+//              SDK's error>" when the call is refused.
 // Cancelling a task that is already terminal (canceled included) answers
 // TaskNotCancelable (-32002); the stock SDK answers a repeated cancel with the task.
 //
@@ -29,18 +37,24 @@
 // context's). legacyCompat is off: requests without `A2A-Version: 1.0` are
 // refused with -32009.
 //
+// --sign signs the card with the SDK's own generateAgentCardSignature (ES256, a key
+// generated at start, protected header {alg, kid, typ: JOSE, jku}) and serves the
+// key's JWKS at GET /jwks.json; the jku is --jku, by default that JWKS.
+//
 // Binds 127.0.0.1 only. Prints exactly one line, `READY <port>`, to stdout once
 // listening. Exits on SIGTERM/SIGINT, and when stdin closes (so a test that dies does
 // not leak it) unless --ignore-stdin is given.
 
 import { AsyncLocalStorage } from 'node:async_hooks';
+import { generateKeyPairSync } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import express from 'express';
-import { AgentCard, AGENT_CARD_PATH, TaskState } from '@a2a-js/sdk';
+import { AgentCard, AGENT_CARD_PATH, TaskState, generateAgentCardSignature } from '@a2a-js/sdk';
 import { InMemoryTaskStore, AgentEvent } from '@a2a-js/sdk/server';
 import { agentCardHandler, jsonRpcHandler, restHandler, UserBuilder } from '@a2a-js/sdk/server/express';
-import { dataPart, textOf, textPart } from './a2a-values.mjs';
+import { dataPart, shortState, textOf, textPart, userMessage } from './a2a-values.mjs';
 import { Executor, StrictCancelHandler } from './agent-base.mjs';
+import { clientFactory } from './client-base.mjs';
 import { serve } from './serve.mjs';
 
 // stdout carries the READY line only: anything the SDK logs goes to stderr.
@@ -52,7 +66,11 @@ const { values: args } = parseArgs({
     port: { type: 'string', default: '0' },
     'card-url': { type: 'string', default: '' },
     delay: { type: 'string', default: '30000' },
+    egress: { type: 'string', default: '' },
+    'delegate-to': { type: 'string', default: '' },
     'ignore-stdin': { type: 'boolean', default: false },
+    sign: { type: 'boolean', default: false },
+    jku: { type: 'string', default: '' },
   },
 });
 
@@ -61,6 +79,7 @@ const AGENTS = {
   clarifier: { name: 'clarifier', description: 'Screens counterparties against sanctions lists; asks which jurisdiction first.' },
   slow: { name: 'slow', description: 'Screens counterparties slowly; for cancellation and deadline tests.' },
   librarian: { name: 'librarian', description: 'Answers from the tasks a message references.' },
+  delegator: { name: 'delegator', description: 'Delegates each message onward through its writ\'s egress listener.' },
 };
 const kind = args.agent;
 if (!AGENTS[kind]) {
@@ -68,6 +87,10 @@ if (!AGENTS[kind]) {
   process.exit(2);
 }
 const delayMs = Number.parseInt(args.delay, 10);
+if (kind === 'delegator' && (!args.egress || !args['delegate-to'])) {
+  console.error('agent.mjs: --agent delegator needs --egress URL and --delegate-to NAME');
+  process.exit(2);
+}
 
 const DEFAULT_BENEFICIARY = 'Acme Trading FZE';
 const SCREENING_DONE = 'Screening complete.';
@@ -100,6 +123,29 @@ class SeedExecutor extends Executor {
     this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, SCREENING_DONE);
   }
 
+  // delegate sends msg's text on to --delegate-to through the egress listener,
+  // with the inbound request's decision id as Writ-Parent on every call.
+  async delegate(bus, taskId, contextId, msg) {
+    const target = args['delegate-to'];
+    const parent = requestStore.getStore()?.decisionId || '';
+    const withParent = async (input, init = {}) => {
+      const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined));
+      if (parent) headers.set('Writ-Parent', parent);
+      return fetch(input, { ...init, headers });
+    };
+    try {
+      const base = `${args.egress.replace(/\/+$/, '')}/to/${encodeURIComponent(target)}/`; // the trailing slash: the card resolves below it
+      const client = await clientFactory(withParent, 'jsonrpc', { enabled: true }).createFromUrl(base);
+      const res = await client.sendMessage({ message: userMessage([textPart(textOf(msg) || 'delegated')]) });
+      const task = res?.task ?? res;
+      const state = task?.status?.state !== undefined ? shortState(task.status.state) : 'message';
+      const said = textOf(task?.status?.message) || textOf(res?.message) || '';
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, `delegated to ${target}: ${state} ${said}`.trim());
+    } catch (err) {
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, `delegation refused: ${err?.message ?? err}`);
+    }
+  }
+
   async work(ctx, bus, existing) {
     const { taskId, contextId } = ctx;
     if (kind === 'clarifier') {
@@ -117,6 +163,11 @@ class SeedExecutor extends Executor {
         return `${t.id}[${texts.join(' | ')}]`;
       });
       this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, `referenced: ${seen.join(', ') || 'none'}`);
+      bus.finished();
+      return;
+    }
+    if (kind === 'delegator') {
+      await this.delegate(bus, taskId, contextId, ctx.userMessage);
       bus.finished();
       return;
     }
@@ -138,7 +189,8 @@ function record(req) {
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
     (header[req.rawHeaders[i]] ||= []).push(req.rawHeaders[i + 1]);
   }
-  const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '', tenant: '' };
+  const o = { method: `${req.method} ${req.path}`, path: req.path, header, caller: req.get('Writ-Caller') || '', taskId: '', tenant: '',
+    decisionId: req.get('Writ-Decision-Id') || '' };
   // The caller's agent id as this server reads it: Node decodes header bytes as
   // Latin-1, so only an ASCII header reads as writ wrote it.
   try { o.callerAgentId = JSON.parse(o.caller).agent_id ?? ''; } catch { o.callerAgentId = ''; }
@@ -211,12 +263,21 @@ const card = {
   iconUrl: undefined,
 };
 
+// The signing key (--sign): its public half is served at /jwks.json.
+const signing = args.sign ? generateKeyPairSync('ec', { namedCurve: 'P-256' }) : undefined;
+const KID = 'agent-card-key-1';
+const jwks = signing ? { keys: [{ ...signing.publicKey.export({ format: 'jwk' }), kid: KID, alg: 'ES256', use: 'sig' }] } : { keys: [] };
+let signedCard; // a promise of the signed card, once the port is known
+
 const handler = new SeedHandler(card, new InMemoryTaskStore(), new SeedExecutor());
 const userBuilder = UserBuilder.noAuthentication;
 const app = express();
-app.get('/_writ/requests', (_req, res) => res.json(seen.map(({ rpc, ...o }) => o)));
+app.get('/_writ/requests', (_req, res) => res.json(seen.map(({ rpc, decisionId, ...o }) => o)));
 app.use((req, _res, next) => requestStore.run(record(req), next));
-app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({ agentCardProvider: async () => AgentCard.toJSON(card) }));
+app.get('/jwks.json', (_req, res) => res.json(jwks));
+app.use(`/${AGENT_CARD_PATH}`, agentCardHandler({
+  agentCardProvider: async () => AgentCard.toJSON(signedCard ? await signedCard : card),
+}));
 app.post('/', jsonRpcHandler({ requestHandler: handler, userBuilder }));
 app.use(restHandler({ requestHandler: handler, userBuilder }));
 
@@ -228,5 +289,9 @@ serve(app, {
       { url: `${base}/`, protocolBinding: 'JSONRPC', tenant: '', protocolVersion: '1.0' },
       { url: base, protocolBinding: 'HTTP+JSON', tenant: '', protocolVersion: '1.0' },
     );
+    if (signing) {
+      const jku = args.jku || `http://127.0.0.1:${port}/jwks.json`;
+      signedCard = generateAgentCardSignature(signing.privateKey, { alg: 'ES256', kid: KID, typ: 'JOSE', jku })(card);
+    }
   },
 });

@@ -72,6 +72,8 @@ var familyLabels = map[string][]string{
 	"writ_store_errors_total":               {},
 	"writ_task_evictions_total":             {"reason"},
 	"writ_component_errors_total":           {"component"},
+	"writ_token_exchanges_total":            {"outcome", "error"},
+	"writ_token_exchange_duration_seconds":  {"outcome"},
 }
 
 // labelValues are the values a bounded label takes, per family.
@@ -83,6 +85,7 @@ var labelValues = map[string]map[string][]string{
 	"writ_push_attempts_total":       {"result": {"delivered", "retry", "failed"}},
 	"writ_policy_reloads_total":      {"result": {"ok", "failed"}},
 	"writ_extauthz_checks_total":     {"result": {"allow", "deny"}},
+	"writ_token_exchanges_total":     {"outcome": {"issued", "cache_hit", "failed"}},
 }
 
 // targetLabels are added by Prometheus to every series it scrapes.

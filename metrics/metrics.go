@@ -78,6 +78,8 @@ type Metrics struct {
 	upstreamErrors   *prometheus.CounterVec
 	upstreamInvalid  prometheus.Counter
 	evictions        *prometheus.CounterVec
+	exchanges        *prometheus.CounterVec
+	exchangeDuration *prometheus.HistogramVec
 
 	// The request path's children, cached by their label values: a lock-free
 	// read instead of the vectors' label hashing and validation.
@@ -185,6 +187,8 @@ const (
 	nameStoreErrors        = "writ_store_errors_total"
 	nameEvictions          = "writ_task_evictions_total"
 	nameComponentErrors    = "writ_component_errors_total"
+	nameExchanges          = "writ_token_exchanges_total"
+	nameExchangeDuration   = "writ_token_exchange_duration_seconds"
 	labelTenant            = "tenant"
 	resultAllow            = "allow"
 	resultDeny             = "deny"
@@ -204,6 +208,7 @@ var names = []string{
 	nameTasks, nameTransitions, nameTasksCreated, nameViolations,
 	namePushDeliveries, namePushAttempts, namePushDuration, namePushQueueDepth, namePushDropped, namePushGuardRefusals,
 	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameEvictions, nameComponentErrors,
+	nameExchanges, nameExchangeDuration,
 }
 
 // Names lists every writ_ metric family a Metrics can export, sorted. A family
@@ -277,6 +282,12 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 			Help: "Forwarded requests the agent did not answer (unreachable, timeout, broken answer)."}, []string{}),
 		upstreamInvalid: prometheus.NewCounter(prometheus.CounterOpts{Name: nameUpstreamInvalid,
 			Help: "Agent answers (or stream events) that were too large or not valid for their protocol."}),
+		exchanges: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameExchanges,
+			Help: "Outbound tokens the egress door obtained by RFC 8693 token exchange, by outcome (issued, cache_hit, failed) and the failure's kind."},
+			[]string{"outcome", "error"}),
+		exchangeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: nameExchangeDuration,
+			Help: "Time a token exchange at the STS took (cache hits not included), by outcome (issued or failed).", Buckets: requestBuckets},
+			[]string{"outcome"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameEvictions,
 			Help: "Live tasks and contexts the lifecycle store dropped to honour its bounds, by reason."}, []string{"reason"}),
 	}
@@ -286,10 +297,16 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 		m.decisions, m.denials, m.decisionDuration, m.requestDuration, m.requests, m.upstreamDuration,
 		m.transitions, m.tasksCreated, m.violations,
 		m.pushDeliveries, m.pushAttempts, m.pushDuration, m.guardRefusals, m.extAuthz,
-		m.upstreamErrors, m.upstreamInvalid, m.evictions,
+		m.upstreamErrors, m.upstreamInvalid, m.evictions, m.exchanges, m.exchangeDuration,
 	)
 	// These exist from the start, so rates and alerts see zeros.
 	m.upstreamErrors.WithLabelValues()
+	for _, o := range []string{events.ExchangeIssued, events.ExchangeCacheHit} {
+		m.exchanges.WithLabelValues(o, "")
+	}
+	for _, o := range []string{events.ExchangeIssued, events.ExchangeFailed} {
+		m.exchangeDuration.WithLabelValues(o)
+	}
 	for _, r := range []string{task.EvictedStoreFull, task.EvictedOwnerFull} {
 		m.evictions.WithLabelValues(r)
 	}
@@ -525,6 +542,30 @@ func (m *Metrics) Pushed(e events.Push) {
 	}
 	m.pushDeliveries.WithLabelValues(result).Inc()
 	m.pushDuration.Observe(e.Latency.Seconds())
+}
+
+var _ events.ExchangeSink = (*Metrics)(nil)
+
+// Exchanged implements events.ExchangeSink: every outbound token the egress
+// door asked for, by outcome and, for a failure, its kind (a bounded set:
+// the exchanger maps an STS's own error codes onto the registered ones); the
+// STS round trips' times (a cache hit is a lookup, not timed here).
+func (m *Metrics) Exchanged(e events.Exchange) {
+	kind := ""
+	if e.Outcome == events.ExchangeFailed {
+		kind = e.Error
+		if kind == "" {
+			kind = labelUnknown
+		}
+	}
+	if c, err := m.exchanges.GetMetricWithLabelValues(e.Outcome, kind); err == nil {
+		c.Inc()
+	}
+	if e.Outcome != events.ExchangeCacheHit && !e.Shared {
+		if o, err := m.exchangeDuration.GetMetricWithLabelValues(e.Outcome); err == nil {
+			o.Observe(e.Latency.Seconds())
+		}
+	}
 }
 
 // evictionLabel bounds the eviction reason label.

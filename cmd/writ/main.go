@@ -35,6 +35,7 @@ Usage:
   writ inspect -file req.http             show the internal request a policy sees (or the protocol error)
   writ eval -request req.http             one request through identity and the policy: input and decision
   writ policy test [-v] [DIR...]          run the policies' Rego tests through the embedded engine
+  writ envoy-check -request req.http      one request to writ's ext_proc or ext_authz listener, as Envoy sends it
   writ report -log FILE [-o out.html]     render decision logs as a self-contained HTML page (-chain ID: one delegation)
   writ report -verify [-key PUB] LOG...   check decision logs' digest chain and signed checkpoints
   writ version                            print the version, commit and build time
@@ -65,6 +66,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return evalCmd(args[1:], stdout, stderr)
 	case "policy":
 		return policyCmd(args[1:], stdout, stderr)
+	case "envoy-check":
+		return envoyCheckCmd(args[1:], stdin, stdout, stderr)
 	case "validate":
 		return validateCmd(args[1:], stdout, stderr)
 	case "report":

@@ -20,18 +20,19 @@ const command = "cmd/writ"
 // commandImports are the packages of ours cmd/writ may import, each for the
 // command that prints from it.
 var commandImports = []string{
-	assembly,             // serve, validate, eval, inspect, policy test, the log every command writes
-	"config",             // every command reads the configuration
-	"internal/demo",      // demo
-	"internal/devidp",    // dev token, dev jwks
-	"internal/buildinfo", // version
-	"sts",                // sts
-	"adapters/names",     // inspect -protocol
-	"adapters/wire",      // inspect: the request message read
-	"adapters/examples",  // inspect -example
-	"authz/identity",     // dev: the development issuer
-	"decisionlog",        // report -verify
-	"report",             // report
+	assembly,              // serve, validate, eval, inspect, policy test, the log every command writes
+	"config",              // every command reads the configuration
+	"internal/demo",       // demo
+	"internal/devidp",     // dev token, dev jwks
+	"internal/buildinfo",  // version
+	"internal/envoycheck", // envoy-check
+	"sts",                 // sts
+	"adapters/names",      // inspect -protocol
+	"adapters/wire",       // inspect: the request message read
+	"adapters/examples",   // inspect -example
+	"authz/identity",      // dev: the development issuer
+	"decisionlog",         // report -verify
+	"report",              // report
 }
 
 // doorWirers are the packages besides the assembly that may import a door,

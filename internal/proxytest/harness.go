@@ -24,6 +24,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/follow"
 	"github.com/writ-authz/writ/proxy/sidecar"
@@ -44,6 +45,9 @@ type Harness struct {
 	Store  *task.MemoryStore
 	IdP    *devidp.Provider
 	Cfg    *config.Config
+	// Log is writ's own log (the core's and the sidecar's, JSON lines), for
+	// tests that check what writ logs, and what it never does.
+	Log *syncbuf.Buffer
 }
 
 // Issuer is the test identity provider's issuer.
@@ -125,14 +129,15 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
 	bus := &events.Bus{}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	logs := &syncbuf.Buffer{}
+	quiet := slog.New(slog.NewJSONHandler(logs, nil))
 	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: n, Events: bus,
 		Logger: quiet, Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: quiet})})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(px.Close)
-	h := &Harness{T: t, Core: px, Engine: engine, Bus: bus, Store: store, IdP: idp, Cfg: cfg}
+	h := &Harness{T: t, Core: px, Engine: engine, Bus: bus, Store: store, IdP: idp, Cfg: cfg, Log: logs}
 	sc := sidecar.New(px, cfg.Limits, quiet, nil)
 	h.Srv = httptest.NewUnstartedServer(sc)
 	h.Srv.Listener.Close()

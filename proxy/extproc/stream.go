@@ -202,7 +202,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 		Query: query, RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
 	if st.s.trusted != nil {
-		st.inc.Caller = envoyreq.VerifiedCaller(st.md, st.s.cfg.JWTAuthn.Namespace, st.s.trusted, st.s.ident, st.s.log)
+		st.inc.Caller, st.inc.CallerErr = envoyreq.VerifiedCaller(st.md, st.s.cfg.JWTAuthn.Namespace, st.s.trusted, st.s.ident, st.s.log)
 	}
 	switch {
 	case h.GetEndOfStream():

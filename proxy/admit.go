@@ -166,8 +166,26 @@ var notFoundPage = wire.Rendered{Status: http.StatusNotFound, ContentType: "text
 	Body: []byte("404 page not found\n")}
 
 // Admit runs the admission pipeline on one request and says what to do with
-// it. It is the only place a decision is made.
+// it. It is the only place a decision is made. Every answer it returns
+// (NotFound, Refuse, Serve) is writ's own and marked so
+// (writheader.AnsweredBy), whichever door sends it.
 func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
+	out := c.admit(ctx, inc)
+	if out.Kind != Forward {
+		out.Answer = ownAnswer(out.Answer)
+	}
+	return out
+}
+
+// ownAnswer is r marked as writ's own answer, its header copied first: a
+// rendered answer's header may be shared (a fixed page, a cached card's).
+func ownAnswer(r wire.Rendered) wire.Rendered {
+	r.Header = writheader.Mark(r.Header.Clone())
+	return r
+}
+
+// admit is Admit's pipeline.
+func (c *Core) admit(ctx context.Context, inc Incoming) Outcome {
 	start := time.Now()
 	c.stats.Requests.Add(1)
 	if inc.Mode == "" {

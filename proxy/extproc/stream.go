@@ -343,6 +343,10 @@ func (st *stream) immediate(out proxy.Outcome) *extprocv3.ProcessingResponse {
 	if out.DecisionID != "" && out.Answer.Header.Get(writheader.Decision) == "" {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(writheader.Decision, out.DecisionID))
 	}
+	if out.Answer.Header.Get(writheader.AnsweredBy) == "" {
+		// The door's own answers (a request it could not read) are writ's too.
+		mut.SetHeaders = append(mut.SetHeaders, setHeader(writheader.AnsweredBy, writheader.Writ))
+	}
 	st.ev.Status = code
 	st.report()
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
@@ -380,6 +384,13 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		return st.upstreamFailed(d), nil
 	}
 	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(writheader.Decision, st.out.DecisionID)}}
+	if agent := hdr.Clone(); len(agent) > 0 {
+		// The agent's copy of writ's mark goes: an answer that is the
+		// agent's is never marked as writ's.
+		if st.plan.AgentHeaders(agent); len(agent) < len(hdr) {
+			mut.RemoveHeaders = append(mut.RemoveHeaders, strings.ToLower(writheader.AnsweredBy))
+		}
+	}
 	stream, refused := st.plan.Reads(hdr)
 	if refused != nil {
 		// Replaced while Envoy still holds the headers; the body that

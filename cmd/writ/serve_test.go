@@ -19,7 +19,7 @@ import (
 // naming the file; so does an invalid config key.
 func TestServeRefusesBadPolicy(t *testing.T) {
 	chdirRoot(t)
-	raw, err := os.ReadFile("testdata/config/seed.yaml")
+	raw, err := seedFile(t)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestDefaultStorePath(t *testing.T) {
 // taken as configured, with nothing to resume.
 func TestServeStoreKinds(t *testing.T) {
 	chdirRoot(t)
-	raw, err := os.ReadFile("testdata/config/seed.yaml")
+	raw, err := seedFile(t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
@@ -28,16 +29,18 @@ import (
 // (config keys, identity sources, policies compiled and tested), then what
 // would load but cannot work — no identity source, a JWKS URL that does not
 // answer, a claim a sample token does not have, an agent the policy can
-// never admit a caller to. Problems are printed as file:line: key: message;
-// errors make the exit status 1, warnings do not.
+// never admit a caller to (the policy's reachability; -probe asks the agents
+// themselves, as /readyz does). Problems are printed as file:line: key:
+// message; errors make the exit status 1, warnings do not.
 func validateCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "writ validate [-config writ.yaml] [-token JWT] [-offline] [-strict]",
+	fs := newFlags("validate", "writ validate [-config writ.yaml] [-token JWT] [-offline] [-strict] [-probe]",
 		"Checks a configuration as writ serve loads it, and what would load but cannot work. Problems go to\n"+
 			"stderr as FILE:LINE: error|warning: KEY: message; errors make the exit status 1 (warnings too with -strict).")
 	path := fs.String("config", "writ.yaml", "the configuration file")
 	token := fs.String("token", "", "a sample token from your issuer: are the configured claim names in it? does it verify?")
 	offline := fs.Bool("offline", false, "do not fetch JWKS URLs")
 	strict := fs.Bool("strict", false, "warnings fail too (exit 1)")
+	probe := fs.Bool("probe", false, "ask each agent what /readyz asks (its card, or its readiness path) and say what readiness would answer; an agent that does not answer fails (exit 1)")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -112,6 +115,9 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		return v.done(stdout, "")
 	}
 	v.admission(ctx, p)
+	if *probe {
+		v.probe(ctx, res, p)
+	}
 	return v.done(stdout, fmt.Sprintf("%d agent(s), policies: %s (revision %s, %d tests passed)",
 		len(cfg.Agents), policySource(cfg), p.Revision, p.Tests.Passed))
 }
@@ -148,6 +154,10 @@ func (v *validation) errorf(line int, key, format string, args ...any) {
 
 func (v *validation) warnf(key, format string, args ...any) {
 	v.problem("warning", config.Problem{Key: key, Line: v.cfg.Line(key), Msg: fmt.Sprintf(format, args...)})
+}
+
+func (v *validation) notef(format string, args ...any) {
+	fmt.Fprintf(v.out, "%s: note: %s\n", v.path, fmt.Sprintf(format, args...))
 }
 
 func (v *validation) done(w io.Writer, summary string) int {
@@ -345,6 +355,47 @@ func (v *validation) admission(ctx context.Context, p *authz.Policy) {
 		default:
 			v.warnf(key, "%v: the policy admits only %s callers to %s, and no identity source of this configuration identifies one (configure %s)",
 				a.SecuritySchemes, strings.Join(other, " or "), a.Name, identitySourceFor(other[0]))
+		}
+	}
+}
+
+// probe asks every agent what writ serve's readiness (/readyz) asks it —
+// the same code, proxy.Core.Readiness, on a core built from this
+// configuration — and says, per agent, what readiness would say: ready, or
+// an error naming the agent's upstream. The admission check above is the
+// policy's reachability (can any caller be admitted); this is the network's.
+func (v *validation) probe(ctx context.Context, res *identity.Resolver, p *authz.Policy) {
+	engine, err := authz.NewEngine(p, authz.Options{CacheSize: -1})
+	if err != nil {
+		v.errorf(0, "policies", "%v", err)
+		return
+	}
+	// A copy that writes nothing: writ's card signing key is generated for
+	// the probe and never written (validate creates no file), and egress,
+	// which the probe does not use, is off.
+	cfg := *v.cfg
+	cfg.Cards.SigningKeyFile = ""
+	cfg.Egress = config.Egress{}
+	core, err := proxy.New(&cfg, proxy.Deps{Identity: res, Engine: engine,
+		Store: task.NewMemoryStore(task.MemoryLimits{}), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		v.errorf(0, "", "-probe: %v", err)
+		return
+	}
+	defer core.Close()
+	idx := map[string]int{}
+	for i, a := range v.cfg.Agents {
+		idx[a.Name] = i
+	}
+	for _, r := range core.Readiness(ctx) {
+		key := fmt.Sprintf("agents[%d].upstream", idx[r.Agent])
+		switch {
+		case r.Err != nil:
+			v.errorf(v.cfg.Line(key), key, "-probe: not ready: %v (writ serve's /readyz would answer 503 with this)", r.Err)
+		case r.Asked == "":
+			v.notef("-probe: %s: ready (its protocol has nothing to ask)", r.Agent)
+		default:
+			v.notef("-probe: %s: ready (%s answered)", r.Agent, r.Asked)
 		}
 	}
 }

@@ -145,6 +145,15 @@ func PeerCertificates(certificate, principal string) []*x509.Certificate {
 	return nil
 }
 
+// ClaimsMapper is what an Envoy door needs of identity: the caller a claim
+// set names that a verifier in front of writ (Envoy's jwt_authn) already
+// checked. identity.Resolver is the one writ runs; safe for concurrent use.
+type ClaimsMapper interface {
+	VerifiedClaims(claims map[string]any) (identity.Caller, error)
+}
+
+var _ ClaimsMapper = (*identity.Resolver)(nil)
+
 // VerifiedCaller takes the caller from the claims Envoy's jwt_authn filter
 // verified (metadata namespace ns), when exactly one claim set there comes
 // from a trusted issuer; nil (read the request's own credentials) when trusted
@@ -158,7 +167,7 @@ func PeerCertificates(certificate, principal string) []*x509.Certificate {
 //
 // err is why trusted claims made the caller anonymous (an *identity.Refusal),
 // which the door passes on (proxy.Incoming.CallerErr) for the decision line.
-func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ident *identity.Resolver, log *slog.Logger) (caller *identity.Caller, err error) {
+func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ident ClaimsMapper, log *slog.Logger) (caller *identity.Caller, err error) {
 	if trusted == nil {
 		return nil, nil
 	}

@@ -91,7 +91,7 @@ func TestValidateFromAnotherDirectory(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "ok: conf/writ.yaml: 3 agent(s), policies: conf/rego (revision") {
 		t.Fatalf("validate from %s: exit %d\n%s\n%s", work, code, out, errOut)
 	}
-	req := filepath.Join(root, "cmd/writ/examples/a2a-1.0-send.http")
+	req := filepath.Join(root, "adapters/examples/a2a-1.0-send.http")
 	code, out, errOut = runCLI(t, "", "eval", "-config", "conf/writ.yaml", "-request", req)
 	if code != 1 || !strings.Contains(out, "UNAUTHENTICATED") {
 		t.Fatalf("eval from %s: exit %d\n%s\n%s", work, code, out, errOut)

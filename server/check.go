@@ -61,7 +61,7 @@ type Validation struct {
 // signing key, the card keys, the policies compiled and tested, the known
 // requests decided — then what would load but cannot work: no identity source, a JWKS URL
 // that does not answer, a claim a sample token does not have, an agent the
-// policy can never admit a caller to. It is `writ validate`.
+// policy can never admit a caller to; with Probe, each agent's readiness. It is `writ validate`.
 func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Validation {
 	v := &Validation{cfg: cfg}
 	for _, w := range cfg.Warnings() {

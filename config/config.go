@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ type Config struct {
 	Log Log `yaml:"log"`
 	// Policies are the policy directories or files. Empty (the default): the
 	// shipped policies embedded in the binary.
-	Policies []string `yaml:"policies"`
+	Policies []string `yaml:"policies" writ:"path"`
 	// DryRun lets every request through and logs what the policy would deny.
 	DryRun bool `yaml:"dry_run"`
 	// DecisionCacheSize bounds the decision cache (default 10000; -1 disables).
@@ -70,7 +71,7 @@ type Config struct {
 	// AdminTokenFile holds the bearer token the admin API's operator routes
 	// (task records, the policy, reload, pprof) require. Unset, those routes
 	// answer only on an admin listener bound to loopback alone.
-	AdminTokenFile string `yaml:"admin_token_file"`
+	AdminTokenFile string `yaml:"admin_token_file" writ:"path"`
 	// AdminHosts are host names the admin listener answers to besides its own
 	// address, localhost and loopback (every request's Host is checked).
 	AdminHosts []string `yaml:"admin_hosts"`
@@ -338,7 +339,7 @@ type Agent struct {
 	// CardKeys is a JWKS file: the only keys the agent's card may be signed
 	// with (its signatures' jku is then never fetched). Empty: the key set
 	// each signature's jku names.
-	CardKeys string `yaml:"card_keys"`
+	CardKeys string `yaml:"card_keys" writ:"path"`
 }
 
 // Cards configures card signatures: writ signs every card it serves (it
@@ -349,7 +350,7 @@ type Cards struct {
 	// exists, generated and written (0600) when it does not. Empty: a key
 	// generated at start and never written (the served cards' kid changes
 	// with every start).
-	SigningKeyFile string `yaml:"signing_key_file"`
+	SigningKeyFile string `yaml:"signing_key_file" writ:"path"`
 	// JKUTrustedHosts may be named by a card signature's jku although they
 	// resolve to private or loopback addresses, and over http (for tests and
 	// development: each entry is a hole in the card-fetch SSRF guard).
@@ -391,7 +392,7 @@ type Push struct {
 // lifecycle event, never message content or credentials.
 type DecisionLog struct {
 	// Output is "stdout" (default), "stderr", "off", or a file path (rotated by size).
-	Output string `yaml:"output"`
+	Output string `yaml:"output" writ:"path,except=stdout|stderr|off"`
 	// MaxSizeMB rotates the file beyond this size (default 100).
 	MaxSizeMB int `yaml:"max_size_mb"`
 	// MaxBackups rotated files are kept (default 5).
@@ -410,7 +411,7 @@ type DecisionLog struct {
 	// ECDSA P-256 (JWS EdDSA or ES256). Without one, checkpoints are unsigned
 	// and the log is tamper-evident only against edits that leave the digest
 	// chain broken.
-	SigningKeyFile string `yaml:"signing_key_file"`
+	SigningKeyFile string `yaml:"signing_key_file" writ:"path"`
 }
 
 // The decision log's checkpoint interval: its default and its bound.
@@ -439,14 +440,15 @@ const (
 	DefaultAdmin = "127.0.0.1:8477"
 )
 
-// Load reads, decodes and validates a config file. Its error is a
+// Load reads, decodes and validates a config file. Every relative path in
+// it is taken from the file's directory (paths.go). Its error is a
 // *Problems naming the file, and each problem's key and line.
 func Load(path string) (*Config, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c, err := Parse(raw)
+	c, err := parse(raw, filepath.Dir(path))
 	var ps *Problems
 	if errors.As(err, &ps) {
 		ps.File = path
@@ -458,14 +460,20 @@ func Load(path string) (*Config, error) {
 // ${ENV:-default} are expanded in values, unknown keys, values of the wrong
 // kind and bare numbers given as durations are refused, then every key is
 // validated. The error is a *Problems: each problem names its key path and
-// line (agents[0].upstrem: unknown key (did you mean upstream?)).
-func Parse(raw []byte) (*Config, error) {
+// line (agents[0].upstrem: unknown key (did you mean upstream?)). Relative
+// paths in it stay relative to the working directory: it has no file.
+func Parse(raw []byte) (*Config, error) { return parse(raw, "") }
+
+// parse is Parse with relative paths taken from dir ("" for the working
+// directory).
+func parse(raw []byte, dir string) (*Config, error) {
 	c := Config{pos: positions{}}
 	ps := &problems{pos: c.pos}
 	decodeTree(raw, &c, ps)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
+	resolvePaths(&c, dir)
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err

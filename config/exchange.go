@@ -25,12 +25,12 @@ type Exchange struct {
 	// the STS: sent with HTTP Basic, and used for the client_credentials
 	// grant that obtains the actor token when ActorTokenFile is unset.
 	ClientID         string `yaml:"client_id"`
-	ClientSecretFile string `yaml:"client_secret_file"`
+	ClientSecretFile string `yaml:"client_secret_file" writ:"path"`
 	// ActorTokenFile is this agent's own credential as a JWT (a SPIFFE
 	// JWT-SVID, written by the SPIFFE helper or an agent sidecar), read again
 	// whenever the file changes. One of ActorTokenFile and ClientID is
 	// required.
-	ActorTokenFile string `yaml:"actor_token_file"`
+	ActorTokenFile string `yaml:"actor_token_file" writ:"path"`
 	// AudienceFormat makes a target agent's audience from its name; {name}
 	// is replaced (default "agent:{name}").
 	AudienceFormat string `yaml:"audience_format"`

@@ -11,7 +11,7 @@ type Identity struct {
 	MTLS *MTLS `yaml:"mtls" json:"mtls"`
 	// StaticTokensFile is a YAML or JSON map token → {agent_id, user_id, tenant,
 	// scopes, classification}. For development only: New logs a warning when set.
-	StaticTokensFile string `yaml:"static_tokens_file" json:"static_tokens_file"`
+	StaticTokensFile string `yaml:"static_tokens_file" json:"static_tokens_file" writ:"path"`
 	// MaxChainDepth bounds the nesting of RFC 8693 act claims; default 16. Deeper
 	// tokens are refused outright (the policy's own, lower depth limit is separate).
 	MaxChainDepth int `yaml:"max_chain_depth" json:"max_chain_depth"`
@@ -27,7 +27,7 @@ type JWTIssuer struct {
 	Audiences []string `yaml:"audiences" json:"audiences"`
 	// JWKSFile is a JWKS document read once at load. Exactly one of JWKSFile and
 	// JWKSURL is required.
-	JWKSFile string `yaml:"jwks_file" json:"jwks_file"`
+	JWKSFile string `yaml:"jwks_file" json:"jwks_file" writ:"path"`
 	// JWKSURL is fetched on first use and then every JWKSRefresh. It must be https
 	// (http only for localhost and 127.0.0.1).
 	JWKSURL string `yaml:"jwks_url" json:"jwks_url"`
@@ -56,5 +56,5 @@ type MTLS struct {
 	TrustDomain string `yaml:"trust_domain" json:"trust_domain"`
 	// MappingFile is a YAML or JSON map SPIFFE ID → {agent_id, tenant, scopes}.
 	// Optional: an unmapped ID is the agent, with no tenant or scopes.
-	MappingFile string `yaml:"mapping_file" json:"mapping_file"`
+	MappingFile string `yaml:"mapping_file" json:"mapping_file" writ:"path"`
 }

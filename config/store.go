@@ -38,7 +38,7 @@ type Store struct {
 	// when `writ serve` starts: /var/lib/writ/writ.db if that directory can be
 	// created and written, else $XDG_STATE_HOME/writ/writ.db (~/.local/state when
 	// unset), else ./writ-state/writ.db.
-	Path string `yaml:"path"`
+	Path string `yaml:"path" writ:"path"`
 	// SweepInterval is how often the file store removes expired records from
 	// disk (default 10s). Reads never return an expired record either way.
 	SweepInterval time.Duration `yaml:"sweep_interval"`
@@ -71,7 +71,7 @@ type Redis struct {
 	// mounted secret), trailing newline trimmed.
 	Username     string `yaml:"username"`
 	Password     string `yaml:"password"`
-	PasswordFile string `yaml:"password_file"`
+	PasswordFile string `yaml:"password_file" writ:"path"`
 	// DB is the database number (default 0).
 	DB int `yaml:"db"`
 	// TLS, when present (even empty), connects over TLS.
@@ -91,10 +91,10 @@ type Redis struct {
 // RedisTLS configures TLS to Redis. The server's certificate is verified
 // against the system roots, or CAFile's.
 type RedisTLS struct {
-	CAFile string `yaml:"ca_file"`
+	CAFile string `yaml:"ca_file" writ:"path"`
 	// CertFile and KeyFile are a client certificate, for servers that ask.
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	CertFile string `yaml:"cert_file" writ:"path"`
+	KeyFile  string `yaml:"key_file" writ:"path"`
 	// ServerName is the name the certificate must carry (default: addr's host).
 	ServerName string `yaml:"server_name"`
 	// InsecureSkipVerify accepts any certificate: tests only.

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 )
@@ -25,7 +26,7 @@ type STS struct {
 	// read when it exists, generated and written (0600) when it does not.
 	// Empty: a key generated at start and never written (tokens stop
 	// verifying when the STS restarts; for tests).
-	SigningKeyFile string `yaml:"signing_key_file"`
+	SigningKeyFile string `yaml:"signing_key_file" writ:"path"`
 	// Audiences are the targets the STS issues tokens for (the audience or
 	// resource an exchange names): anything else is invalid_target. Required.
 	// Tokens the STS issued are accepted back as subject tokens when their aud
@@ -59,7 +60,7 @@ type STS struct {
 	// ClientSecretsFile is a YAML map client_id → secret: the clients that
 	// authenticate with HTTP Basic (the client_credentials grant, or an
 	// exchange without an actor token). For development and CI.
-	ClientSecretsFile string `yaml:"client_secrets_file"`
+	ClientSecretsFile string `yaml:"client_secrets_file" writ:"path"`
 	// Log configures the STS's own log (JSON lines on stderr).
 	Log Log `yaml:"log"`
 
@@ -85,7 +86,7 @@ func LoadSTS(path string) (*STS, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config: %w", err)
 	}
-	c, err := ParseSTS(raw)
+	c, err := parseSTS(raw, filepath.Dir(path))
 	var ps *Problems
 	if errors.As(err, &ps) {
 		ps.File = path
@@ -94,13 +95,17 @@ func LoadSTS(path string) (*STS, error) {
 }
 
 // ParseSTS decodes and validates an sts.yaml document, as Parse does writ.yaml.
-func ParseSTS(raw []byte) (*STS, error) {
+func ParseSTS(raw []byte) (*STS, error) { return parseSTS(raw, "") }
+
+// parseSTS is ParseSTS with relative paths taken from dir, as parse.
+func parseSTS(raw []byte, dir string) (*STS, error) {
 	c := STS{pos: positions{}}
 	ps := &problems{pos: c.pos}
 	decodeTree(raw, &c, ps)
 	if err := ps.err(); err != nil {
 		return nil, err
 	}
+	resolvePaths(&c, dir)
 	c.ApplyDefaults()
 	if err := c.Validate(); err != nil {
 		return nil, err

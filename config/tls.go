@@ -25,12 +25,12 @@ const (
 // without a restart.
 type TLS struct {
 	// CertFile and KeyFile are the server's certificate chain and key (PEM).
-	CertFile string `yaml:"cert_file"`
-	KeyFile  string `yaml:"key_file"`
+	CertFile string `yaml:"cert_file" writ:"path"`
+	KeyFile  string `yaml:"key_file" writ:"path"`
 	// ClientCAFile holds the CAs (PEM) that client certificates must chain
 	// to. Set, it turns on client certificates: the mTLS identity source
 	// (identity.mtls) reads the SPIFFE ID of a verified one.
-	ClientCAFile string `yaml:"client_ca_file"`
+	ClientCAFile string `yaml:"client_ca_file" writ:"path"`
 	// ClientAuth is none, verify_if_given or require (default: require when
 	// client_ca_file is set, else none).
 	ClientAuth string `yaml:"client_auth"`

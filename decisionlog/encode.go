@@ -17,6 +17,7 @@ const (
 	TypeTaskArtifact          = events.TaskArtifact
 	TypeTaskProtocolViolation = events.TaskViolation
 	TypeTaskEvicted           = events.TaskEvicted
+	TypeUpstreamError         = events.TaskUpstreamError
 	TypePushAttempt           = "push_attempt"
 	TypePushDelivered         = "push_delivered"
 	TypePushFailed            = "push_failed"
@@ -63,12 +64,17 @@ type Line struct {
 	LatencyMS      float64       `json:"latency_ms,omitempty"`
 	EvalMS         float64       `json:"eval_ms,omitempty"`
 	Error          string        `json:"error,omitempty"`
-	Refused        string        `json:"refused,omitempty"`
-	From           string        `json:"from,omitempty"`
-	To             string        `json:"to,omitempty"`
-	Artifact       string        `json:"artifact,omitempty"`
-	Reason         string        `json:"reason,omitempty"`
-	Push           *LinePush     `json:"push,omitempty"`
+	// IdentityError is why the caller's credential was refused (a decision
+	// line: the decision was then made for an anonymous caller).
+	IdentityError *LineIdentityError `json:"identity_error,omitempty"`
+	Refused       string             `json:"refused,omitempty"`
+	From          string             `json:"from,omitempty"`
+	To            string             `json:"to,omitempty"`
+	Artifact      string             `json:"artifact,omitempty"`
+	Reason        string             `json:"reason,omitempty"`
+	Push          *LinePush          `json:"push,omitempty"`
+	// UpstreamError is the agent's protocol error (an upstream_error line).
+	UpstreamError *LineUpstreamError `json:"upstream_error,omitempty"`
 
 	// The custody lines' own fields (custody.go).
 	LogID     string `json:"log_id,omitempty"`
@@ -93,6 +99,40 @@ type LineCaller struct {
 	UserID        string   `json:"user_id,omitempty"`
 	Tenant        string   `json:"tenant,omitempty"`
 	Chain         []string `json:"chain,omitempty"`
+}
+
+// LineIdentityError is a refused credential: the failure's code, what the
+// credential presented (a JWT's iss, aud, kid and alg, read without being
+// believed; a certificate's SPIFFE ID) and what writ accepts. Never the
+// token.
+type LineIdentityError struct {
+	Code      string            `json:"code"`
+	Presented LinePresented     `json:"presented"`
+	Accepted  LineAcceptedCreds `json:"accepted"`
+}
+
+// LinePresented is what a refused credential said of itself.
+type LinePresented struct {
+	Issuer    string   `json:"iss,omitempty"`
+	Audiences []string `json:"aud,omitempty"`
+	KeyID     string   `json:"kid,omitempty"`
+	Algorithm string   `json:"alg,omitempty"`
+	SPIFFEID  string   `json:"spiffe_id,omitempty"`
+}
+
+// LineAcceptedCreds is what writ accepts where a refusal concerns it.
+type LineAcceptedCreds struct {
+	Issuers     []string `json:"issuers,omitempty"`
+	Audiences   []string `json:"audiences,omitempty"`
+	KeyIDs      []string `json:"kids,omitempty"`
+	TrustDomain string   `json:"trust_domain,omitempty"`
+}
+
+// LineUpstreamError is a protocol error the agent answered with.
+type LineUpstreamError struct {
+	Code    int    `json:"code,omitempty"`
+	Kind    string `json:"kind,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // LinePush is the delivery of a push line: the callback's host only, never its
@@ -253,6 +293,49 @@ func (e *enc) delegation(d *events.Decision) {
 	e.str("target", d.Target)
 }
 
+// identity writes a refused credential's detail (events.IdentityFailure),
+// when there is one.
+func (e *enc) identity(k string, f *events.IdentityFailure) {
+	if f == nil {
+		return
+	}
+	e.key(k)
+	e.begin()
+	e.str("code", f.Code)
+	e.key("presented")
+	e.begin()
+	p := &f.Presented
+	e.str("iss", p.Issuer)
+	e.strings("aud", p.Audiences)
+	e.str("kid", p.KeyID)
+	e.str("alg", p.Algorithm)
+	e.str("spiffe_id", p.SPIFFEID)
+	e.end()
+	e.key("accepted")
+	e.begin()
+	a := &f.Accepted
+	e.strings("issuers", a.Issuers)
+	e.strings("audiences", a.Audiences)
+	e.strings("kids", a.KeyIDs)
+	e.str("trust_domain", a.TrustDomain)
+	e.end()
+	e.end()
+}
+
+// upstream writes an agent's protocol error (events.UpstreamError), when
+// there is one.
+func (e *enc) upstream(k string, u *events.UpstreamError) {
+	if u == nil {
+		return
+	}
+	e.key(k)
+	e.begin()
+	e.integer("code", int64(u.Code))
+	e.str("kind", u.Kind)
+	e.str("message", u.Message)
+	e.end()
+}
+
 // appendDecision writes a decision line in the writ format.
 func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e := enc{b: b}
@@ -279,6 +362,7 @@ func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e.millis("latency_ms", d.Latency)
 	e.millis("eval_ms", d.Eval)
 	e.str("error", d.Error)
+	e.identity("identity_error", d.Identity)
 	e.str("refused", d.Refused)
 	e.seal(s)
 	e.end()
@@ -354,6 +438,7 @@ func appendOPA(b []byte, d *events.Decision, s *seal) []byte {
 	e.begin()
 	e.trueOnly("dry_run", d.DryRun)
 	e.trueOnly("cache_hit", d.CacheHit)
+	e.identity("identity_error", d.Identity)
 	e.seal(s)
 	e.end()
 	e.end()
@@ -374,6 +459,7 @@ func appendTask(b []byte, t *events.Task, s *seal) []byte {
 	e.str("artifact", t.Artifact)
 	e.str("decision_id", t.DecisionID)
 	e.str("reason", t.Reason)
+	e.upstream("upstream_error", t.Upstream)
 	e.seal(s)
 	e.end()
 	return append(e.b, '\n')

@@ -288,7 +288,7 @@ func (l *Log) Decided(ev events.Decision) {
 func (l *Log) Served(events.Request) {}
 
 // TaskChanged queues a lifecycle line (task_created, task_state_changed,
-// task_artifact, task_protocol_violation, task_evicted).
+// task_artifact, task_protocol_violation, task_evicted, upstream_error).
 func (l *Log) TaskChanged(ev events.Task) {
 	if l.off {
 		return

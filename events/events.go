@@ -71,6 +71,9 @@ type Decision struct {
 	Latency time.Duration
 	// Error is set when the policy failed (the decision then denies, fail closed).
 	Error string
+	// Identity is why the request's credential was refused, when it was:
+	// the decision was then made for an anonymous caller. nil otherwise.
+	Identity *IdentityFailure
 	// Refused says what the caller got when the request did not go on: a fault
 	// kind ("task_not_found", "denied", ...), "not_found" for a hidden agent,
 	// "not_listed" for a directory entry. It may differ from Allow: a task the
@@ -99,6 +102,35 @@ type Decision struct {
 	// Target is the agent the call goes to, by the name its own writ routes
 	// it under (its ingress decision's Route).
 	Target string
+}
+
+// IdentityFailure is a refused credential as observers may record it: the
+// failure's stable code (identity.Code*), what the credential presented and
+// what writ accepts. Never the credential itself; its slices are read-only.
+type IdentityFailure struct {
+	Code      string
+	Presented PresentedCredential
+	Accepted  AcceptedCredentials
+}
+
+// PresentedCredential is what a refused credential said of itself, read
+// without being believed: a JWT's iss, aud, kid and alg, a certificate's
+// SPIFFE ID.
+type PresentedCredential struct {
+	Issuer    string
+	Audiences []string
+	KeyID     string
+	Algorithm string
+	SPIFFEID  string
+}
+
+// AcceptedCredentials is what writ accepts where a refusal concerns it: the
+// issuers, the named issuer's audiences and key ids, the mTLS trust domain.
+type AcceptedCredentials struct {
+	Issuers     []string
+	Audiences   []string
+	KeyIDs      []string
+	TrustDomain string
 }
 
 // Upstream failures, as Request.UpstreamFailure.
@@ -131,7 +163,24 @@ const (
 	TaskArtifact     = "task_artifact"
 	TaskViolation    = "task_protocol_violation"
 	TaskEvicted      = "task_evicted"
+	// TaskUpstreamError: the agent answered an allowed request (or a stream
+	// event of its answer) with a protocol error, passed on to the caller as
+	// the agent's own answer (Task.Upstream says which).
+	TaskUpstreamError = "upstream_error"
 )
+
+// UpstreamError is a protocol error an agent answered with: its code (a
+// JSON-RPC or A2A code, an HTTP status for an HTTP+JSON error), writ's kind
+// for it, and its message, bounded (MaxUpstreamMessage bytes).
+type UpstreamError struct {
+	Code    int
+	Kind    string
+	Message string
+}
+
+// MaxUpstreamMessage bounds the agent's error message an event carries: the
+// agent's text, which writ records but does not vouch for.
+const MaxUpstreamMessage = 256
 
 // Task is one lifecycle event.
 type Task struct {
@@ -147,6 +196,8 @@ type Task struct {
 	Artifact   string
 	// Reason says why a task was evicted (task_evicted).
 	Reason string
+	// Upstream is the agent's error (upstream_error).
+	Upstream *UpstreamError
 }
 
 // Push is one push delivery attempt, or a notification's final outcome.

@@ -58,6 +58,10 @@ type Incoming struct {
 	// verified it (Envoy's jwt_authn): the request's own credentials are then
 	// not read. The sidecar never sets it.
 	Caller *identity.Caller
+	// CallerErr is why the door made Caller anonymous (the claims Envoy
+	// verified failed writ's checks): an *identity.Refusal, recorded with
+	// the decision as a refused credential is.
+	CallerErr error
 	// Egress, when set, makes the request a call the local agent makes
 	// through writ's egress listener (egress.go): Route names the target,
 	// and the caller is the agent acting inside the request Egress.ParentID
@@ -144,6 +148,9 @@ type exchange struct {
 	in     wire.Inbound // the request below the route
 	req    task.Request
 	caller identity.Caller
+	// idErr is why the request's credential was refused (an
+	// *identity.Refusal), nil when none was: the decision event records it.
+	idErr  error
 	record *task.Record
 	input  *authz.Input
 	dec    authz.Decision
@@ -159,8 +166,26 @@ var notFoundPage = wire.Rendered{Status: http.StatusNotFound, ContentType: "text
 	Body: []byte("404 page not found\n")}
 
 // Admit runs the admission pipeline on one request and says what to do with
-// it. It is the only place a decision is made.
+// it. It is the only place a decision is made. Every answer it returns
+// (NotFound, Refuse, Serve) is writ's own and marked so
+// (writheader.AnsweredBy), whichever door sends it.
 func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
+	out := c.admit(ctx, inc)
+	if out.Kind != Forward {
+		out.Answer = ownAnswer(out.Answer)
+	}
+	return out
+}
+
+// ownAnswer is r marked as writ's own answer, its header copied first: a
+// rendered answer's header may be shared (a fixed page, a cached card's).
+func ownAnswer(r wire.Rendered) wire.Rendered {
+	r.Header = writheader.Mark(r.Header.Clone())
+	return r
+}
+
+// admit is Admit's pipeline.
+func (c *Core) admit(ctx context.Context, inc Incoming) Outcome {
 	start := time.Now()
 	c.stats.Requests.Add(1)
 	if inc.Mode == "" {
@@ -222,7 +247,7 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 			return c.refuse(x, f)
 		}
 	} else {
-		x.caller = c.identify(ctx, inc)
+		x.caller, x.idErr = c.identify(ctx, inc)
 		var f *task.Fault
 		if missing, f = c.lookup(ctx, x); f != nil {
 			return c.refuse(x, f)
@@ -350,16 +375,40 @@ func (c *Core) framing(x *exchange) (*task.Fault, bool) {
 }
 
 // identify is the caller: as a door in front of writ verified it, or from the
-// request's own credentials. Refused credentials make the caller anonymous.
-func (c *Core) identify(ctx context.Context, inc Incoming) identity.Caller {
+// request's own credentials. Refused credentials make the caller anonymous;
+// err then says why (an *identity.Refusal: what the credential presented and
+// what writ accepts, never the token), for the decision event and the log.
+func (c *Core) identify(ctx context.Context, inc Incoming) (identity.Caller, error) {
 	if inc.Caller != nil {
-		return *inc.Caller
+		return *inc.Caller, inc.CallerErr
 	}
 	caller, err := c.ident.Identify(ctx, identity.Credentials{Header: inc.Header, PeerCertificates: inc.PeerCertificates})
 	if err != nil {
-		c.log.Info("credentials refused; the caller is anonymous", "error", err, "path", inc.Path)
+		attrs := []any{"error", err, "path", inc.Path}
+		if f := identityFailure(err); f != nil {
+			attrs = append(attrs, "code", f.Code, "presented_iss", f.Presented.Issuer, "presented_aud", f.Presented.Audiences,
+				"presented_kid", f.Presented.KeyID, "accepted_issuers", f.Accepted.Issuers,
+				"accepted_audiences", f.Accepted.Audiences, "accepted_kids", f.Accepted.KeyIDs)
+		}
+		c.log.Info("credentials refused; the caller is anonymous", attrs...)
 	}
-	return caller
+	return caller, err
+}
+
+// identityFailure is a refused credential as the events carry it; nil for
+// no error.
+func identityFailure(err error) *events.IdentityFailure {
+	if err == nil {
+		return nil
+	}
+	var r *identity.Refusal
+	if !errors.As(err, &r) {
+		return &events.IdentityFailure{Code: identity.Code(err)}
+	}
+	p, a := r.Presented, r.Accepted
+	return &events.IdentityFailure{Code: r.Code,
+		Presented: events.PresentedCredential{Issuer: p.Issuer, Audiences: p.Audiences, KeyID: p.KeyID, Algorithm: p.Algorithm, SPIFFEID: p.SPIFFEID},
+		Accepted:  events.AcceptedCredentials{Issuers: a.Issuers, Audiences: a.Audiences, KeyIDs: a.KeyIDs, TrustDomain: a.TrustDomain}}
 }
 
 // decide asks the policy about x and returns the decision event, for the
@@ -380,7 +429,7 @@ func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) events.
 	ev := events.Decision{Time: time.Now(), ID: d.ID, Mode: x.inc.Mode, Route: x.rt.agent.Name, Operation: x.req.Operation,
 		Protocol: x.req.Protocol, Caller: eventCaller(x.caller), TaskID: x.req.TaskID, ContextID: x.input.Task.ContextID,
 		Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials, Revision: d.Revision, CacheHit: d.CacheHit,
-		Eval: d.Duration, Latency: time.Since(start), ChainID: x.caller.ChainID}
+		Eval: d.Duration, Latency: time.Since(start), ChainID: x.caller.ChainID, Identity: identityFailure(x.idErr)}
 	if x.eg != nil {
 		c.egressEvent(x, &ev)
 	}

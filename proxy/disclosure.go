@@ -44,7 +44,10 @@ func (c *Core) denialFault(x *exchange) *task.Fault {
 		}
 	}
 	if !x.caller.Authenticated {
-		return &task.Fault{Kind: task.KindUnauthenticated, Message: "authentication required",
+		// The decision id finds the decision line, which says why the
+		// credential was refused; the caller learns only that it was (DESIGN
+		// section 7): an id is no disclosure.
+		return &task.Fault{Kind: task.KindUnauthenticated, Message: fmt.Sprintf("authentication required (decision %s)", x.dec.ID),
 			Denials: []task.Denial{{Code: "UNAUTHENTICATED", Reason: publicReason("UNAUTHENTICATED")}}}
 	}
 	denials := make([]task.Denial, len(x.dec.Denials))

@@ -170,7 +170,7 @@ func (c *Core) egressCaller(ctx context.Context, x *exchange) *task.Fault {
 		in, x.eg.token = l.Caller, l.Token()
 		x.req.Classification = task.Max(x.req.Classification, l.Classification)
 	} else {
-		in = c.identify(ctx, x.inc)
+		in, x.idErr = c.identify(ctx, x.inc)
 		if in.Method == identity.MethodJWT {
 			x.eg.token, _ = identity.BearerToken(x.inc.Header)
 		}

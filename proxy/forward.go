@@ -161,19 +161,21 @@ func (p *Plan) writeHead(w http.ResponseWriter, resp *http.Response) {
 		h[k] = v
 	}
 	stripHop(h)
+	p.AgentHeaders(h)
 	h.Del("Content-Length")
 	h.Set(writheader.Decision, p.DecisionID())
 	w.WriteHeader(resp.StatusCode)
 }
 
 // WriteAnswer writes a whole answer writ made (an Outcome's Answer, a
-// Plan's refusal) to an HTTP door's caller, with the decision id when there
-// is one to tell.
+// Plan's refusal, a door's own) to an HTTP door's caller, with the decision
+// id when there is one to tell, marked as writ's (writheader.AnsweredBy).
 func WriteAnswer(w http.ResponseWriter, out wire.Rendered, decisionID string) {
 	h := w.Header()
 	for k, v := range out.Header {
 		h[k] = v
 	}
+	writheader.Mark(h)
 	if decisionID != "" {
 		h.Set(writheader.Decision, decisionID)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/events"
@@ -403,4 +404,34 @@ func (c *Core) ownTasksOnly(ctx context.Context, x *exchange, body []byte) []byt
 		c.log.Info("tasks the caller does not own were removed from a list answer", "agent", x.rt.agent.Name)
 	}
 	return out
+}
+
+// upstreamErrors reports the protocol errors among an answer's events (a
+// JSON-RPC error, an HTTP+JSON error status, an ACP Error, an error event of
+// a stream) as upstream_error events with the decision that let the request
+// through: the caller gets the agent's error as the agent sent it, and the
+// decision log says the request was allowed and the agent refused it.
+func (c *Core) upstreamErrors(p *Plan, evs []task.Event) {
+	for _, ev := range evs {
+		if ev.Kind != task.EventError || ev.Err == nil {
+			continue
+		}
+		x := p.x
+		u := &events.UpstreamError{Code: ev.Err.Code, Kind: string(ev.Err.Kind), Message: bounded(ev.Err.Message, events.MaxUpstreamMessage)}
+		c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskUpstreamError, Route: x.rt.agent.Name,
+			TaskID: ev.TaskID, ContextID: ev.ContextID, DecisionID: x.dec.ID, Upstream: u})
+		c.log.Info("the agent answered an allowed request with an error; passed on", "agent", x.rt.agent.Name,
+			"operation", x.req.Operation, "decision_id", x.dec.ID, "code", u.Code, "kind", u.Kind, "message", u.Message)
+	}
+}
+
+// bounded is s cut to at most n bytes, at a character boundary.
+func bounded(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

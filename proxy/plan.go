@@ -165,12 +165,24 @@ func (p *Plan) Agent() string { return p.x.rt.agent.Name }
 func (p *Plan) Owner() task.Owner { return ownerOf(p.x) }
 
 // Fail renders an upstream failure (the agent unreachable, too slow, broken)
-// in the request's protocol shape, with writ's decision id.
+// in the request's protocol shape, with writ's decision id, marked as
+// writ's own answer (writheader.AnsweredBy): it takes the agent's place.
 func (p *Plan) Fail(f *task.Fault) wire.Rendered {
 	out := p.x.edge.RenderFault(&p.x.req, f)
-	out.Header = withHeader(out.Header, writheader.Decision, p.x.dec.ID)
+	out.Header = writheader.Mark(withHeader(out.Header, writheader.Decision, p.x.dec.ID))
 	out.Header.Set("Cache-Control", "no-store")
 	return out
+}
+
+// AgentHeaders readies the headers of the agent's own answer for the caller
+// (in place): an ingress agent's copy of writ's mark (writheader.AnsweredBy)
+// is removed, so the mark means writ answered. On egress the answer comes
+// from the target's writ, whose own refusals carry its mark: it is passed
+// on.
+func (p *Plan) AgentHeaders(h http.Header) {
+	if p.x.eg == nil {
+		writheader.Unmark(h)
+	}
 }
 
 // FailUpstream renders the failure of an agent that could not be reached, or
@@ -205,6 +217,9 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 		return body, nil
 	}
 	events, perr := ans.ParseResponse(&x.req, status, body)
+	if perr == nil {
+		c.upstreamErrors(p, events)
+	}
 	if perr != nil {
 		// Nothing of it is believed, and it is not passed on: the caller gets
 		// the protocol's error, as for an invalid event inside a stream. (A

@@ -101,7 +101,7 @@ func (c *Core) pushFault(x *exchange, err error) *task.Fault {
 // not let this caller discover never appears, because its card would enter
 // the caller's context. Each agent is one decision.
 func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.CardRenderer, start time.Time) Outcome {
-	caller := c.identify(ctx, inc)
+	caller, idErr := c.identify(ctx, inc)
 	wanted := wantedTags(inc)
 	type entry struct {
 		overlap int
@@ -112,7 +112,7 @@ func (c *Core) directory(ctx context.Context, inc Incoming, renderer adapters.Ca
 	}
 	var visible []entry
 	for _, rt := range c.routes {
-		x := &exchange{rt: rt, inc: inc, caller: caller,
+		x := &exchange{rt: rt, inc: inc, caller: caller, idErr: idErr,
 			req: task.Request{Operation: task.OpDiscover, Protocol: task.Protocol{Name: "writ", Method: inc.Method + " " + inc.Path}}}
 		ev := c.decide(ctx, x, start)
 		if !x.dec.Allow {

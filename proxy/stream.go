@@ -77,6 +77,7 @@ func (r *relay) Next() ([]byte, error) {
 			"agent", p.x.rt.agent.Name, "error", err)
 		return p.streamFault(task.NewFault(task.KindUpstreamInvalid, "the agent sent an invalid event")), nil
 	}
+	p.core.upstreamErrors(p, evs)
 	if p.x.eg == nil {
 		p.core.observe(context.WithoutCancel(r.ctx), p, evs)
 		p.sync(context.WithoutCancel(r.ctx))

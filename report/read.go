@@ -30,6 +30,7 @@ const (
 	TypePushAttempt        = decisionlog.TypePushAttempt
 	TypePushDelivered      = decisionlog.TypePushDelivered
 	TypePushFailed         = decisionlog.TypePushFailed
+	TypeUpstreamError      = decisionlog.TypeUpstreamError
 	maxLine                = 16 << 20 // longest log line Read accepts
 	unauthenticatedCaller  = "(unauthenticated)"
 	unknownCallerAgentName = "(no agent id)"
@@ -38,6 +39,7 @@ const (
 var knownTypes = map[string]bool{
 	TypeDecision: true, TypeTaskCreated: true, TypeTaskStateChanged: true, TypeTaskArtifact: true,
 	TypeProtocolViolation: true, TypePushAttempt: true, TypePushDelivered: true, TypePushFailed: true,
+	TypeUpstreamError: true,
 }
 
 // custodyTypes are the log's account of itself (decisionlog's custody

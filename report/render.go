@@ -599,6 +599,14 @@ func timelineEntry(e *Event, t0 time.Time) timelineItem {
 	case TypeProtocolViolation:
 		it.Kind, it.Label = "deny", "PROTOCOL VIOLATION"
 		it.Text = "task " + orDash(e.TaskID)
+	case TypeUpstreamError:
+		// The agent refused a request writ allowed: its own error, passed on.
+		it.Kind, it.Label = "deny", "AGENT ERROR"
+		it.Text = orDash(e.Route) + " answered with an error"
+		if u := e.UpstreamError; u != nil {
+			it.Text = fmt.Sprintf("%s answered %d %s", orDash(e.Route), u.Code, u.Kind)
+			it.Details = nonEmpty(u.Message, u.Message, "decision "+e.DecisionID, e.DecisionID, "task "+e.TaskID, e.TaskID)
+		}
 	case TypePushAttempt, TypePushDelivered, TypePushFailed:
 		it.Kind, it.Label = "push", "PUSH ATTEMPT"
 		if e.Type == TypePushDelivered {

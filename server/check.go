@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"slices"
 	"sort"
@@ -40,6 +41,10 @@ type ValidateOptions struct {
 	Token string
 	// Offline skips fetching identity.jwt[].jwks_url.
 	Offline bool
+	// Probe asks every agent what writ serve's readiness (/readyz) asks,
+	// and reports per agent what readiness would say; an agent not ready is
+	// an error.
+	Probe bool
 }
 
 // Validation is what Validate found, in the order it found it.
@@ -56,7 +61,7 @@ type Validation struct {
 // signing key, the card keys, the policies compiled and tested, the known
 // requests decided — then what would load but cannot work: no identity source, a JWKS URL
 // that does not answer, a claim a sample token does not have, an agent the
-// policy can never admit a caller to. It is `writ validate`.
+// policy can never admit a caller to; with Probe, each agent's readiness. It is `writ validate`.
 func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Validation {
 	v := &Validation{cfg: cfg}
 	for _, w := range cfg.Warnings() {
@@ -100,6 +105,9 @@ func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Valid
 		return v
 	}
 	v.admission(ctx, p)
+	if o.Probe {
+		v.probe(ctx, res, p)
+	}
 	v.Summary = fmt.Sprintf("%d agent(s), policies: %s (revision %s, %d tests passed)",
 		len(cfg.Agents), policySource(cfg), p.Revision, p.Tests.Passed)
 	return v
@@ -322,6 +330,48 @@ func (v *Validation) admission(ctx context.Context, p *authz.Policy) {
 		default:
 			v.warnf(key, "%v: the policy admits only %s callers to %s, and no identity source of this configuration identifies one (configure %s)",
 				a.SecuritySchemes, strings.Join(other, " or "), a.Name, identitySourceFor(other[0]))
+		}
+	}
+}
+
+// probe asks every agent what writ serve's readiness (/readyz) asks it —
+// the same code, proxy.Core.Readiness, on a core built from this
+// configuration — and says, per agent, what readiness would say: a note
+// when it is ready, an error on its upstream key when it is not. The
+// admission check is the policy's reachability (can any caller be
+// admitted); this is the network's.
+func (v *Validation) probe(ctx context.Context, res *identity.Resolver, p *authz.Policy) {
+	engine, err := authz.NewEngine(p, authz.Options{CacheSize: -1})
+	if err != nil {
+		v.errorf(0, "policies", "%v", err)
+		return
+	}
+	// A copy that writes nothing: writ's card signing key is generated for
+	// the probe and never written (validate creates no file), and egress,
+	// which the probe does not use, is off.
+	cfg := *v.cfg
+	cfg.Cards.SigningKeyFile = ""
+	cfg.Egress = config.Egress{}
+	core, err := proxy.New(&cfg, proxy.Deps{Identity: res, Engine: engine,
+		Store: task.NewMemoryStore(task.MemoryLimits{}), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		v.errorf(0, "", "-probe: %v", err)
+		return
+	}
+	defer core.Close()
+	idx := map[string]int{}
+	for i, a := range v.cfg.Agents {
+		idx[a.Name] = i
+	}
+	for _, r := range core.Readiness(ctx) {
+		key := fmt.Sprintf("agents[%d].upstream", idx[r.Agent])
+		switch {
+		case r.Err != nil:
+			v.errorf(v.cfg.Line(key), key, "-probe: not ready: %v (writ serve's /readyz would answer 503 with this)", r.Err)
+		case r.Asked == "":
+			v.add("note", config.Problem{Msg: fmt.Sprintf("-probe: %s: ready (its protocol has nothing to ask)", r.Agent)})
+		default:
+			v.add("note", config.Problem{Msg: fmt.Sprintf("-probe: %s: ready (%s answered)", r.Agent, r.Asked)})
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"log/slog"
 	"os"
@@ -58,6 +59,14 @@ func TestServeStoreKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Written elsewhere, seed.yaml's paths (relative to its own directory)
+	// are made absolute.
+	seedDir, err := filepath.Abs("testdata/config")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = bytes.ReplaceAll(raw, []byte(" ../"), []byte(" "+seedDir+"/../"))
+	raw = bytes.ReplaceAll(raw, []byte("[../"), []byte("["+seedDir+"/../"))
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "writ.yaml")
 	db := filepath.Join(dir, "state", "writ.db")

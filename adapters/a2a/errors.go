@@ -3,6 +3,7 @@ package a2a
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
@@ -91,7 +92,9 @@ const TerminalReason = "TASK_TERMINAL"
 
 // details lists the fault's own reason first (an A2A reason where A2A has one, so
 // SDK clients map it to their typed error), writ's finer reason next where it has
-// one, then one entry per denial.
+// one, then one entry per denial. A denial that names the reason already listed
+// (UNAUTHENTICATED, the 401's own reason and its one denial) is not listed
+// again: its neutral reason joins that entry, so each reason appears once.
 func details(f *task.Fault) []ErrorDetail {
 	s := shapeOf(f.Kind)
 	out := []ErrorDetail{{Type: errorInfo, Reason: s.reason, Domain: s.domain}}
@@ -99,6 +102,12 @@ func details(f *task.Fault) []ErrorDetail {
 		out = append(out, ErrorDetail{Type: errorInfo, Reason: TerminalReason, Domain: WritDomain})
 	}
 	for _, d := range f.Denials {
+		if i := slices.IndexFunc(out, func(e ErrorDetail) bool { return e.Reason == d.Code && e.Domain == WritDomain }); i >= 0 {
+			if out[i].Metadata == nil {
+				out[i].Metadata = map[string]string{"reason": d.Reason}
+			}
+			continue
+		}
 		out = append(out, ErrorDetail{Type: errorInfo, Reason: d.Code, Domain: WritDomain,
 			Metadata: map[string]string{"reason": d.Reason}})
 	}

@@ -257,7 +257,8 @@ func newResolver(cfg Config, now func() time.Time, opts ...Option) (*Resolver, e
 // Identify returns the caller that c authenticates.
 //
 // No credentials: Anonymous() and a nil error. Credentials that fail: Anonymous() and
-// an error wrapping one of the sentinel errors. A bearer token is used if present (a
+// a *Refusal (the failure's code, what the credential presented, what writ
+// accepts) wrapping one of the sentinel errors. A bearer token is used if present (a
 // JWT if it is in JWS compact form, else a static token); a failing bearer token never
 // falls through to the client certificate. The certificate is used only when there is
 // no bearer token and mTLS is configured.
@@ -267,19 +268,19 @@ func newResolver(cfg Config, now func() time.Time, opts ...Option) (*Resolver, e
 func (r *Resolver) Identify(_ context.Context, c Credentials) (Caller, error) {
 	tok, ok, err := bearer(c.Header)
 	if err != nil {
-		return Anonymous(), err
+		return Anonymous(), r.refusal("", err, nil)
 	}
 	if ok {
 		caller, err := r.identifyBearer(tok)
 		if err != nil {
-			return Anonymous(), err
+			return Anonymous(), r.refusal(tok, err, nil)
 		}
 		return caller, nil
 	}
 	if len(c.PeerCertificates) > 0 && r.mtls != nil {
 		caller, err := r.mtls.identify(c.PeerCertificates[0])
 		if err != nil {
-			return Anonymous(), err
+			return Anonymous(), r.mtls.certRefusal(c.PeerCertificates[0], err)
 		}
 		return caller, nil
 	}
@@ -295,15 +296,15 @@ func (r *Resolver) Identify(_ context.Context, c Credentials) (Caller, error) {
 func (r *Resolver) VerifyToken(tok string) (Caller, error) {
 	switch {
 	case tok == "":
-		return Anonymous(), fmt.Errorf("%w: empty token", ErrTokenInvalid)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: empty token", ErrTokenInvalid), nil)
 	case len(tok) > maxTokenBytes:
-		return Anonymous(), fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes), nil)
 	case !looksLikeJWS(tok):
-		return Anonymous(), fmt.Errorf("%w: not a JWT", ErrTokenInvalid)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: not a JWT", ErrTokenInvalid), nil)
 	}
 	c, err := r.identifyBearer(tok)
 	if err != nil {
-		return Anonymous(), err
+		return Anonymous(), r.refusal(tok, err, nil)
 	}
 	return c, nil
 }
@@ -317,17 +318,17 @@ func (r *Resolver) VerifyToken(tok string) (Caller, error) {
 func (r *Resolver) VerifyFor(tok, audience string) (Caller, error) {
 	switch {
 	case audience == "":
-		return Anonymous(), fmt.Errorf("%w: %w: no audience to verify the token for", ErrTokenInvalid, ErrAudienceRejected)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: %w: no audience to verify the token for", ErrTokenInvalid, ErrAudienceRejected), nil)
 	case tok == "":
-		return Anonymous(), fmt.Errorf("%w: empty token", ErrTokenInvalid)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: empty token", ErrTokenInvalid), nil)
 	case len(tok) > maxTokenBytes:
-		return Anonymous(), fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: token longer than %d bytes", ErrTokenInvalid, maxTokenBytes), nil)
 	case !looksLikeJWS(tok):
-		return Anonymous(), fmt.Errorf("%w: not a JWT", ErrTokenInvalid)
+		return Anonymous(), r.refusal("", fmt.Errorf("%w: not a JWT", ErrTokenInvalid), nil)
 	}
 	c, err := r.verifyJWT(tok, r.now(), []string{audience})
 	if err != nil {
-		return Anonymous(), err
+		return Anonymous(), r.refusal(tok, err, []string{audience})
 	}
 	return c, nil
 }

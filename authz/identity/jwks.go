@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,6 +75,24 @@ func loadKeyFile(path string, now time.Time) (*keySet, error) {
 	ks := &keySet{}
 	ks.cur.Store(&keySnapshot{keys: keys, fetched: now})
 	return ks, nil
+}
+
+// keyIDs are the key ids the set holds now (none before a URL's first
+// fetch), sorted, at most maxAcceptedKeyIDs: what a refusal names as
+// accepted. A key without an id is listed as "".
+func (ks *keySet) keyIDs() []string {
+	snap := ks.cur.Load()
+	if snap == nil {
+		return nil
+	}
+	var out []string
+	for _, k := range snap.keys {
+		if !slices.Contains(out, k.KeyID) && len(out) < maxAcceptedKeyIDs {
+			out = append(out, k.KeyID)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // find returns the candidate keys for a token's kid and alg.

@@ -95,7 +95,7 @@ func claimMapping(ic IssuerConfig) *jwtIssuer {
 func (r *Resolver) VerifiedClaims(claims map[string]any) (Caller, error) {
 	name, ok := claims["iss"].(string)
 	if !ok || name == "" {
-		return Anonymous(), fmt.Errorf("%w: verified claims have no iss", ErrUnknownIssuer)
+		return Anonymous(), r.claimsRefusal(claims, fmt.Errorf("%w: verified claims have no iss", ErrUnknownIssuer))
 	}
 	iss := r.issuers[name]
 	if iss == nil {
@@ -104,7 +104,7 @@ func (r *Resolver) VerifiedClaims(claims map[string]any) (Caller, error) {
 	}
 	c, err := iss.caller(claims, r.now(), r.maxDepth, nil)
 	if err != nil {
-		return Anonymous(), err
+		return Anonymous(), r.claimsRefusal(claims, err)
 	}
 	c.ClaimsDigest = DigestClaims(c.Claims)
 	return c, nil

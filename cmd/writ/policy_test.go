@@ -48,8 +48,8 @@ func TestValidateCommand(t *testing.T) {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	raw, _ := os.ReadFile("testdata/config/seed.yaml")
-	os.WriteFile(bad, []byte(strings.Replace(string(raw), "max_data_classification: internal", "max_data_classification: secret", 1)), 0o644)
+	raw := seedYAML(t)
+	os.WriteFile(bad, []byte(strings.Replace(raw, "max_data_classification: internal", "max_data_classification: secret", 1)), 0o644)
 	code, _, errOut = runCLI(t, "", "validate", "-config", bad)
 	if code != 1 || !strings.Contains(errOut, "agents[2].max_data_classification") {
 		t.Fatalf("exit %d\n%s", code, errOut)
@@ -58,7 +58,7 @@ func TestValidateCommand(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "p.rego"), []byte("package writ.authz\n\ndecision := {\n"), 0o644)
 	withBadPolicy := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(withBadPolicy, []byte(strings.Replace(string(raw), "policies: [policies]", "policies: ["+dir+"]", 1)), 0o644)
+	os.WriteFile(withBadPolicy, []byte(strings.Replace(raw, seedPolicies(t), "policies: ["+dir+"]", 1)), 0o644)
 	code, _, errOut = runCLI(t, "", "validate", "-config", withBadPolicy)
 	if code != 1 || !strings.Contains(errOut, "p.rego") {
 		t.Fatalf("exit %d\n%s", code, errOut)
@@ -126,9 +126,9 @@ func TestConfigFactsReachPolicies(t *testing.T) {
 	req := filepath.Join(dir, "send.http")
 	// Same length: the recorded Content-Length still holds.
 	os.WriteFile(req, []byte(strings.Replace(string(raw), "https://agents.bank.ae/cb", "https://hooks.bank.xyz/cb", 1)), 0o644)
-	seed, _ := os.ReadFile("testdata/config/seed.yaml")
+	seed := seedYAML(t)
 	withHost := filepath.Join(dir, "c.yaml")
-	os.WriteFile(withHost, []byte(strings.Replace(string(seed), "    security_schemes: [oauth2]\n",
+	os.WriteFile(withHost, []byte(strings.Replace(seed, "    security_schemes: [oauth2]\n",
 		"    security_schemes: [oauth2]\n    callback_hosts: [hooks.bank.xyz]\n", 1)), 0o644)
 	for cfg, want := range map[string]string{"testdata/config/seed.yaml": "CALLBACK_NOT_ALLOWED", withHost: ""} {
 		code, out, errOut := runCLI(t, "", "eval", "-config", cfg, "-request", req, "-token", benchToken(t))
@@ -150,9 +150,8 @@ denials contains {"code": "X", "reason": "r"} if to_number(input.request.path) >
 
 decision := {"allow": count(denials) == 0, "denials": denials}
 `), 0o644)
-	seed, _ := os.ReadFile("testdata/config/seed.yaml")
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
-	os.WriteFile(cfg, []byte(strings.Replace(string(seed), "policies: [policies]", "policies: ["+dir+"]", 1)), 0o644)
+	os.WriteFile(cfg, []byte(strings.Replace(seedYAML(t), seedPolicies(t), "policies: ["+dir+"]", 1)), 0o644)
 	code, out, errOut := runCLI(t, "", "validate", "-config", cfg)
 	if code != 1 || !strings.Contains(errOut, "fails on a known request (a send to sanctions-screening-agent") {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)

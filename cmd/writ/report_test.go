@@ -234,7 +234,7 @@ func TestReportChain(t *testing.T) {
 // serve would, and names the key when it cannot.
 func TestValidateSigningKey(t *testing.T) {
 	chdirRoot(t)
-	raw, _ := os.ReadFile("testdata/config/seed.yaml")
+	raw, _ := seedFile(t)
 	dir := t.TempDir()
 	key := filepath.Join(dir, "rsa.pem")
 	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
@@ -256,7 +256,7 @@ func TestValidateSigningKey(t *testing.T) {
 // key of each it cannot use, and creates no key.
 func TestValidateCardKeys(t *testing.T) {
 	chdirRoot(t)
-	raw, _ := os.ReadFile("testdata/config/seed.yaml")
+	raw, _ := seedFile(t)
 	dir := t.TempDir()
 	notJWKS := filepath.Join(dir, "agent.jwks")
 	os.WriteFile(notJWKS, []byte(`{"keys":[]}`), 0o600)

@@ -11,7 +11,7 @@ import (
 // naming the file; so does an invalid config key.
 func TestServeRefusesBadPolicy(t *testing.T) {
 	chdirRoot(t)
-	raw, err := os.ReadFile("testdata/config/seed.yaml")
+	raw, err := seedFile(t)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,13 +14,14 @@ import (
 // file:line: kind: key: message on stderr; errors make the exit status 1,
 // warnings do not (unless -strict).
 func validateCmd(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("validate", "writ validate [-config writ.yaml] [-token JWT] [-offline] [-strict]",
+	fs := newFlags("validate", "writ validate [-config writ.yaml] [-token JWT] [-offline] [-strict] [-probe]",
 		"Checks a configuration as writ serve loads it, and what would load but cannot work. Problems go to\n"+
 			"stderr as FILE:LINE: error|warning: KEY: message; errors make the exit status 1 (warnings too with -strict).")
 	path := fs.String("config", "writ.yaml", "the configuration file")
 	token := fs.String("token", "", "a sample token from your issuer: are the configured claim names in it? does it verify?")
 	offline := fs.Bool("offline", false, "do not fetch JWKS URLs")
 	strict := fs.Bool("strict", false, "warnings fail too (exit 1)")
+	probe := fs.Bool("probe", false, "ask each agent what /readyz asks (its card, or its readiness path) and say what readiness would answer; an agent that does not answer fails (exit 1)")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
@@ -37,7 +38,7 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		return p.done(stdout, "", *strict)
 	}
-	v := server.Validate(context.Background(), cfg, server.ValidateOptions{Token: *token, Offline: *offline})
+	v := server.Validate(context.Background(), cfg, server.ValidateOptions{Token: *token, Offline: *offline, Probe: *probe})
 	for _, f := range v.Findings {
 		p.print(f)
 	}

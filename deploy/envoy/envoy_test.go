@@ -48,7 +48,9 @@ import (
 func loadWrit(t *testing.T) *config.Config {
 	t.Helper()
 	here, _ := os.Getwd()
-	t.Chdir(filepath.Join(here, "../..")) // writ.yaml's paths are relative to the repository root
+	// The other files' paths are the repository root's; writ.yaml's are
+	// relative to its own directory, read from there.
+	t.Chdir(filepath.Join(here, "../.."))
 	cfg, err := config.Load(filepath.Join(here, "writ.yaml"))
 	if err != nil {
 		t.Fatal(err)

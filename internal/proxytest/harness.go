@@ -23,6 +23,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/syncbuf"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/server"
 	"github.com/writ-authz/writ/task"
@@ -44,6 +45,9 @@ type Harness struct {
 	Store  *task.MemoryStore
 	IdP    *devidp.Provider
 	Cfg    *config.Config
+	// Log is writ's own log (the core's and the sidecar's, JSON lines), for
+	// tests that check what writ logs, and what it never does.
+	Log *syncbuf.Buffer
 }
 
 // Endpoint is where a listener of the harness answers.
@@ -123,7 +127,8 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
 	bus := &events.Bus{}
-	opts := []server.Option{server.WithLogger(slog.New(slog.DiscardHandler)), server.WithStore(store),
+	logs := &syncbuf.Buffer{}
+	opts := []server.Option{server.WithLogger(slog.New(slog.NewJSONHandler(logs, nil))), server.WithStore(store),
 		server.WithEvents(bus), server.WithListener(ln), server.WithoutPolicyTests()}
 	if n != nil {
 		opts = append(opts, server.WithNotifier(n))
@@ -139,7 +144,7 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 			t.Errorf("writ's shutdown: %v", err)
 		}
 	})
-	return &Harness{T: t, Server: s, Core: s.Core(), Engine: s.Engine(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IdP: idp, Cfg: cfg}
+	return &Harness{T: t, Server: s, Core: s.Core(), Engine: s.Engine(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IdP: idp, Cfg: cfg, Log: logs}
 }
 
 // Caller describes who a test token speaks for.

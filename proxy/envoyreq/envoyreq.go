@@ -164,13 +164,16 @@ var _ ClaimsMapper = (*identity.Resolver)(nil)
 // caller anonymous rather than falling through to a weaker credential; so do
 // two trusted claim sets, since writ cannot tell which one speaks for the
 // request.
-func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ident ClaimsMapper, log *slog.Logger) *identity.Caller {
+//
+// err is why trusted claims made the caller anonymous (an *identity.Refusal),
+// which the door passes on (proxy.Incoming.CallerErr) for the decision line.
+func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ident ClaimsMapper, log *slog.Logger) (caller *identity.Caller, err error) {
 	if trusted == nil {
-		return nil
+		return nil, nil
 	}
 	set := md.GetFilterMetadata()[ns]
 	if set == nil {
-		return nil
+		return nil, nil
 	}
 	keys := make([]string, 0, len(set.GetFields()))
 	for k := range set.GetFields() {
@@ -189,17 +192,17 @@ func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ide
 	}
 	switch len(found) {
 	case 0:
-		return nil
+		return nil, nil
 	case 1:
 		c, err := ident.VerifiedClaims(found[0])
 		if err != nil {
 			log.Info("jwt_authn claims refused; the caller is anonymous", "error", err)
 		}
-		return &c
+		return &c, err
 	}
 	log.Info("more than one trusted jwt_authn claim set; the caller is anonymous", "count", len(found))
 	anon := identity.Anonymous()
-	return &anon
+	return &anon, nil
 }
 
 // First is a unless it is empty, else b.

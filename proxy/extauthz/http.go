@@ -143,6 +143,7 @@ func (s *Server) answer(w http.ResponseWriter, out proxy.Outcome) {
 	if out.DecisionID != "" {
 		h.Set(writheader.Decision, out.DecisionID)
 	}
+	writheader.Mark(h)
 	st := out.EnvoyStatus()
 	if st >= 200 && st < 300 {
 		st = http.StatusNonAuthoritativeInfo // writ's own answer (a card, the directory)

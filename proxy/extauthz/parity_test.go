@@ -65,6 +65,9 @@ func TestFixtureParity(t *testing.T) {
 						t.Errorf("%s: upstream headers %v, sidecar %v", name, ok.GetHeaders(), sidecar.Plan.Header)
 					}
 				default:
+					if got.header.Get(writheader.AnsweredBy) != writheader.Writ || sidecar.Answer.Header.Get(writheader.AnsweredBy) != writheader.Writ {
+						t.Errorf("%s: writ's own answer is not marked %s: check %v, sidecar %v", name, writheader.AnsweredBy, got.header, sidecar.Answer.Header)
+					}
 					id := got.header.Get(writheader.Decision)
 					want := string(sidecar.Answer.Body)
 					if sidecar.DecisionID != "" {

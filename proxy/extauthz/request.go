@@ -58,7 +58,7 @@ func (s *Server) fromCheck(req *authv3.CheckRequest) (proxy.Incoming, error) {
 	partial := strings.EqualFold(hdr.Get(PartialBodyHeader), "true")
 	inc.Body, inc.BodyErr = s.bodyOf(body, partial)
 	inc.PeerCertificates = peerCertificates(attrs.GetSource())
-	inc.Caller = s.verifiedCaller(attrs.GetMetadataContext())
+	inc.Caller, inc.CallerErr = s.verifiedCaller(attrs.GetMetadataContext())
 	return inc, nil
 }
 
@@ -115,9 +115,9 @@ func peerCertificates(p *authv3.AttributeContext_Peer) []*x509.Certificate {
 
 // verifiedCaller takes the caller from the claims Envoy's jwt_authn filter
 // verified, when envoy.jwt_authn is configured (envoyreq.VerifiedCaller).
-func (s *Server) verifiedCaller(md *corev3.Metadata) *identity.Caller {
+func (s *Server) verifiedCaller(md *corev3.Metadata) (*identity.Caller, error) {
 	if s.trusted == nil {
-		return nil
+		return nil, nil
 	}
 	return envoyreq.VerifiedCaller(md, s.cfg.JWTAuthn.Namespace, s.trusted, s.ident, s.log)
 }

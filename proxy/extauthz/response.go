@@ -100,6 +100,10 @@ func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 	if out.DecisionID != "" && out.Answer.Header.Get(writheader.Decision) == "" {
 		hdrs = append(hdrs, header(strings.ToLower(writheader.Decision), out.DecisionID))
 	}
+	if out.Answer.Header.Get(writheader.AnsweredBy) == "" {
+		// The door's own answers (a check it could not read) are writ's too.
+		hdrs = append(hdrs, header(strings.ToLower(writheader.AnsweredBy), writheader.Writ))
+	}
 	return &authv3.CheckResponse{
 		Status: &rpcstatus.Status{Code: int32(code), Message: msg},
 		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{

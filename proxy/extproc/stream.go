@@ -202,7 +202,7 @@ func (st *stream) requestHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processin
 		Query: query, RawQuery: rawQuery, Host: pseudo[":authority"], Header: hdr, RemoteAddr: st.attr(AttrSourceAddress),
 		TLS: pseudo[":scheme"] == "https", PeerCertificates: envoyreq.PeerCertificates("", st.attr(AttrPeerURISAN))}
 	if st.s.trusted != nil {
-		st.inc.Caller = envoyreq.VerifiedCaller(st.md, st.s.cfg.JWTAuthn.Namespace, st.s.trusted, st.s.ident, st.s.log)
+		st.inc.Caller, st.inc.CallerErr = envoyreq.VerifiedCaller(st.md, st.s.cfg.JWTAuthn.Namespace, st.s.trusted, st.s.ident, st.s.log)
 	}
 	switch {
 	case h.GetEndOfStream():
@@ -343,6 +343,10 @@ func (st *stream) immediate(out proxy.Outcome) *extprocv3.ProcessingResponse {
 	if out.DecisionID != "" && out.Answer.Header.Get(writheader.Decision) == "" {
 		mut.SetHeaders = append(mut.SetHeaders, setHeader(writheader.Decision, out.DecisionID))
 	}
+	if out.Answer.Header.Get(writheader.AnsweredBy) == "" {
+		// The door's own answers (a request it could not read) are writ's too.
+		mut.SetHeaders = append(mut.SetHeaders, setHeader(writheader.AnsweredBy, writheader.Writ))
+	}
 	st.ev.Status = code
 	st.report()
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
@@ -380,6 +384,13 @@ func (st *stream) responseHeaders(h *extprocv3.HttpHeaders) (*extprocv3.Processi
 		return st.upstreamFailed(d), nil
 	}
 	mut := &extprocv3.HeaderMutation{SetHeaders: []*corev3.HeaderValueOption{setHeader(writheader.Decision, st.out.DecisionID)}}
+	if agent := hdr.Clone(); len(agent) > 0 {
+		// The agent's copy of writ's mark goes: an answer that is the
+		// agent's is never marked as writ's.
+		if st.plan.AgentHeaders(agent); len(agent) < len(hdr) {
+			mut.RemoveHeaders = append(mut.RemoveHeaders, strings.ToLower(writheader.AnsweredBy))
+		}
+	}
 	stream, refused := st.plan.Reads(hdr)
 	if refused != nil {
 		// Replaced while Envoy still holds the headers; the body that

@@ -1,7 +1,8 @@
 // Package writheader is writ's own headers on a forwarded request: the
 // verified caller (Writ-Caller, as ASCII JSON) and the decision id
 // (Writ-Decision-Id), and every spelling of them a server might fold into
-// one, which no caller may send. It is a leaf of the core so that its
+// one, which no caller may send; and the mark on the answers writ gives
+// itself (Writ-Answered-By). It is a leaf of the core so that its
 // encoder is fuzzed without the rest of writ (the decision path, OPA)
 // instrumented with it.
 package writheader
@@ -131,6 +132,42 @@ func appendPlain(b []byte, s string) ([]byte, bool) {
 	b = append(b, '"')
 	b = append(b, s...)
 	return append(b, '"'), true
+}
+
+// AnsweredBy marks an answer writ gave itself, with the value Writ: a
+// refusal (a denial, bad input, a missing task, a 401), writ's own answer to
+// an admitted request (a card, the directory, a push-config operation), a
+// fault in place of the agent's answer (the agent unreachable, too slow, or
+// answering what writ cannot pass on). An answer that is the agent's own
+// never carries it: writ removes an agent's copy wherever it sees the
+// answer (the sidecar, ext_proc; not behind ext_authz, which never sees
+// answers). So a caller and a log reader can tell writ's refusals from the
+// agent's: an error without it is the agent's, passed on as it answered.
+// Writ-Decision-Id stays on both: it finds the decision that let the
+// request through, or refused it.
+const AnsweredBy = "Writ-Answered-By"
+
+// Writ is AnsweredBy's value: the header names writ.
+const Writ = "writ"
+
+// Mark returns h (allocated when nil) marked as writ's own answer
+// (AnsweredBy). It changes h in place.
+func Mark(h http.Header) http.Header {
+	if h == nil {
+		h = http.Header{}
+	}
+	h.Set(AnsweredBy, Writ)
+	return h
+}
+
+// Unmark removes AnsweredBy, in any case, from the headers of an answer that
+// is not writ's (in place): an agent cannot pass its answer off as writ's.
+func Unmark(h http.Header) {
+	for k := range h {
+		if strings.EqualFold(k, AnsweredBy) {
+			delete(h, k)
+		}
+	}
 }
 
 // Parent names, on a call the protected agent makes through writ's egress

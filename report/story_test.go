@@ -290,3 +290,34 @@ func TestStoryOfACycle(t *testing.T) {
 		}
 	}
 }
+
+// TestStoryStartsAtTheRequestWithoutChainID: the token a delegation started
+// with came from the identity provider and carried no chain id (the STS
+// mints it at the first exchange), so the first agent's inbound decision
+// has none; the story begins at it all the same, joined by the
+// parent_decision_id of the calls it caused, and another delegation's root
+// stays out.
+func TestStoryStartsAtTheRequestWithoutChainID(t *testing.T) {
+	root := ingress("a-in", "agent-a", at(0), caller("portal"))
+	root.ChainID = ""
+	other := ingress("z-in", "agent-a", at(1), caller("portal"))
+	other.ChainID = ""
+	path := writeWritLog(t, t.TempDir(), "a.log", root, other,
+		egress("a-out", "agent-a", "a-in", "agent-b", at(10), "portal", "agent-a"),
+		ingress("b-in", "agent-b", at(12), caller("agent-a", "portal")))
+	s := readSources(t, path)
+	d := s.Delegation(chainID)
+	var got []string
+	for _, st := range d.Steps {
+		got = append(got, st.DecisionID+" "+st.Joined)
+	}
+	if want := []string{"a-in ", "a-out " + JoinedParent, "b-in " + JoinedCall}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+	if d.Hops != 2 || d.Initiator != "analyst-7" {
+		t.Errorf("delegation %+v", d)
+	}
+	if l := s.Delegations(); len(l) != 1 || l[0].Decisions != 3 {
+		t.Errorf("delegations %+v", l)
+	}
+}

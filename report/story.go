@@ -237,8 +237,9 @@ func delegationOf(chainID string, decs []*Event) *Delegation {
 // decision descends from its parent_decision_id. An ingress decision
 // descends from the egress decision that made its call: the one whose
 // intermediaries are the ingress caller's chain and agent, whose initiator
-// is its user and whose target is its route, the nearest in time (the writs'
-// clocks need not agree, so a call may seem to arrive before it left).
+// is its user and whose target is its route, of the same operation when
+// there is one, the nearest in time (the writs' clocks need not agree, so a
+// call may seem to arrive before it left).
 func joinSteps(decs []*Event) ([]int, []string) {
 	parent := make([]int, len(decs))
 	how := make([]string, len(decs))
@@ -260,6 +261,7 @@ func joinSteps(decs []*Event) ([]int, []string) {
 		}
 		best := -1
 		var bestGap time.Duration
+		bestOp := false
 		for j, c := range decs {
 			if direction(c) != events.DirectionEgress || !callOf(c, e) {
 				continue
@@ -268,8 +270,11 @@ func joinSteps(decs []*Event) ([]int, []string) {
 			if gap < 0 {
 				gap = -gap
 			}
-			if best < 0 || gap < bestGap {
-				best, bestGap = j, gap
+			// A call of the same operation first (an agent's client fetches
+			// the card, then sends: two calls on one hop), then the nearest.
+			sameOp := c.Operation == e.Operation
+			if best < 0 || sameOp && !bestOp || sameOp == bestOp && gap < bestGap {
+				best, bestGap, bestOp = j, gap, sameOp
 			}
 		}
 		if best >= 0 {

@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -319,5 +320,27 @@ func TestStoryStartsAtTheRequestWithoutChainID(t *testing.T) {
 	}
 	if l := s.Delegations(); len(l) != 1 || l[0].Decisions != 3 {
 		t.Errorf("delegations %+v", l)
+	}
+}
+
+// TestStoryJoinsTheCallOfItsOperation: an agent's client fetches the card,
+// then sends, on one hop; each of the target writ's decisions follows the
+// call of its own operation, even when the other call is nearer in time.
+func TestStoryJoinsTheCallOfItsOperation(t *testing.T) {
+	card := egress("a-card", "agent-a", "a-in", "agent-b", at(10), "portal", "agent-a")
+	card.Operation = task.OpCard
+	inCard := ingress("b-card", "agent-b", at(40), caller("agent-a", "portal"))
+	inCard.Operation = task.OpCard
+	path := writeWritLog(t, t.TempDir(), "all.log",
+		ingress("a-in", "agent-a", at(0), caller("portal")), card,
+		egress("a-send", "agent-a", "a-in", "agent-b", at(45), "portal", "agent-a"), inCard,
+		ingress("b-send", "agent-b", at(50), caller("agent-a", "portal")))
+	d := readSources(t, path).Delegation(chainID)
+	var got []string
+	for _, st := range d.Steps {
+		got = append(got, fmt.Sprintf("%s after %d", st.DecisionID, st.After))
+	}
+	if want := []string{"a-in after 0", "a-card after 1", "b-card after 2", "a-send after 1", "b-send after 4"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("steps %v, want %v", got, want)
 	}
 }

@@ -71,12 +71,14 @@ func (w *world) sends(agentURL string) []writCaller {
 }
 
 // testChainGrows: one delegation, alice → portal → agent-a → agent-b →
-// agent-c. B's writ and C's writ each verified a token of the STS whose act
-// chain is the one before it plus the agent that delegated, and all of them
-// carry one chain id. It returns the chain id.
+// agent-c, agent A naming B by its card's URL (/card/...: writ A resolves
+// it, the card's signature required) and agent B naming C (/to/agent-c).
+// B's writ and C's writ each verified a token of the STS whose act chain is
+// the one before it plus the agent that delegated, and all of them carry
+// one chain id. It returns the chain id.
 func (w *world) testChainGrows(t *testing.T) string {
 	ans := w.delegate(w.user("internal"))
-	if ans.Status != http.StatusOK || ans.State != "TASK_STATE_COMPLETED" || ans.Text != screened {
+	if ans.Status != http.StatusOK || ans.State != "TASK_STATE_COMPLETED" || ans.Text != "delegated to "+w.cardB+": completed "+screened {
 		t.Fatalf("the delegation: %d %s %q\n%s", ans.Status, ans.State, ans.Text, ans.Body)
 	}
 	hops := []struct {
@@ -98,12 +100,23 @@ func (w *world) testChainGrows(t *testing.T) string {
 			t.Fatalf("hop %d: the agent's writ verified %+v, want %+v", i+1, c, h.want)
 		}
 	}
-	// What left A's host for B: the STS's token for B, never alice's.
+	// What left A's host for B: B's card (A names B by it; its signature
+	// checked against the key set its jku names), then the message with the
+	// STS's token for B, never alice's.
 	var send *http.Request
+	var card, jku bool
 	for _, r := range w.tapB.Requests() {
-		if r.Method == http.MethodPost {
+		switch {
+		case r.Method == http.MethodPost:
 			send = r
+		case r.URL.Path == "/.well-known/agent-card.json":
+			card = true
+		case r.URL.Path == "/.well-known/writ/jwks.json":
+			jku = true
 		}
+	}
+	if !card || !jku {
+		t.Fatalf("A's writ did not fetch B's card (%v) and check its signature (%v)", card, jku)
 	}
 	if send == nil {
 		t.Fatal("no message left A's host for B")

@@ -57,7 +57,7 @@ func TestEgressWalkthrough(t *testing.T) {
 	out := docrun.Runner{Dir: dir, Env: env, Ready: started}.Run(t, blocks)
 
 	for _, want := range []string{
-		`"state":"TASK_STATE_COMPLETED"`, screened,
+		`"state":"TASK_STATE_COMPLETED"`, "delegated to agent-b: completed " + screened,
 		"403 [PERMISSION_DENIED, CYCLE_DETECTED]", "403 [PERMISSION_DENIED, CLASSIFICATION_EXCEEDED]",
 		"401\n", `{"error":"invalid_scope","error_description":"requested scope widens the subject token's: payments:write"}`,
 		"FAIL: edited.log:",

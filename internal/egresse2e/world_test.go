@@ -56,8 +56,8 @@ const (
 	scope                  = "delegate"
 	idpIssuer              = "https://idp.e2e.test"
 	// screened is what agent C says at the end of a delegation that went
-	// through, as agent A reports it.
-	screened = "delegated to agent-b: completed delegated to agent-c: completed Screening complete."
+	// through, as agent B reports it (and agent A then, as delegated).
+	screened = "delegated to agent-c: completed Screening complete."
 )
 
 // world is the whole cast.
@@ -72,6 +72,9 @@ type world struct {
 	agentA, agentB, agentC string
 	front                  *stsFront
 	tapB                   *tap
+	// cardB is the URL of B's card (through the tap): A's target is named
+	// by it.
+	cardB string
 	trap                   *tap
 	// pubKey is the decision logs' checkpoint key (PEM), for -verify.
 	pubKey string
@@ -92,10 +95,14 @@ func newWorld(t *testing.T) *world {
 	w.front = newSTSFront(t, w.sts.URL)
 	w.trap = newTap(t, "")
 
+	// A names B by its card: the card writ B serves (signed by writ B, its
+	// interfaces at B's public URL: the tap).
+	w.tapB = newTap(t, "")
+	w.cardB = w.tapB.URL() + "/.well-known/agent-card.json"
 	egressA, egressB := writproc.FreeAddr(t), writproc.FreeAddr(t)
 	w.agentC = peers.StartJSAgent(t, "sanctions", "")
 	w.agentB = peers.StartJSAgent(t, "delegator", "", "--egress", "http://"+egressB, "--delegate-to", agentC)
-	w.agentA = peers.StartJSAgent(t, "delegator", "", "--egress", "http://"+egressA, "--delegate-to", agentB)
+	w.agentA = peers.StartJSAgent(t, "delegator", "", "--egress", "http://"+egressA, "--delegate-to", w.cardB)
 
 	trust := fmt.Sprintf("{issuer: %q, audiences: [\"agent:%%s\"], jwks_url: %q}", w.sts.URL, w.sts.URL+"/.well-known/jwks.json")
 	w.c = w.startWrit(agentC, fmt.Sprintf(`agents:
@@ -104,7 +111,7 @@ identity:
   jwt: [%s]
 `, w.agentC, fmt.Sprintf(trust, agentC)), signing)
 	w.b = w.startWrit(agentB, fmt.Sprintf(`agents:
-  - {name: agent-b, upstream: %q, max_data_classification: internal, security_schemes: [oauth2]}
+  - {name: agent-b, upstream: %q, public_url: %q, max_data_classification: internal, security_schemes: [oauth2]}
 identity:
   jwt: [%s]
 egress:
@@ -114,9 +121,10 @@ egress:
   targets:
     - {name: agent-c, upstream: %q, max_data_classification: internal, security_schemes: [oauth2], tenants: [t1], skills: [{id: screen, tags: [sanctions]}]}
     - {name: agent-a, upstream: %q, max_data_classification: restricted, security_schemes: [oauth2]}
-`, w.agentB, fmt.Sprintf(trust, agentB), egressB, w.sts.URL, w.secret(agentB), w.c.URL, w.trap.URL()), signing)
-	w.tapB = newTap(t, w.b.URL)
-	w.a = w.startWrit(agentA, fmt.Sprintf(`agents:
+`, w.agentB, w.tapB.URL(), fmt.Sprintf(trust, agentB), egressB, w.sts.URL, w.secret(agentB), w.c.URL, w.trap.URL()), signing)
+	w.tapB.to(t, w.b.URL)
+	w.a = w.startWrit(agentA, fmt.Sprintf(`cards: {jku_trusted_hosts: [127.0.0.1]}
+agents:
   - {name: agent-a, upstream: %q, max_data_classification: restricted, security_schemes: [oauth2]}
 identity:
   jwt: [{issuer: %q, audiences: ["agent:agent-a"], jwks_file: %q}]
@@ -131,10 +139,10 @@ egress:
     client_secret_file: %q
     timeout: 1s
   targets:
-    - {name: agent-b, upstream: %q, max_data_classification: internal, security_schemes: [oauth2], tenants: [t1], skills: [{id: screen, tags: [sanctions]}]}
+    - {name: agent-b, card_url: %q, require_signed_card: true, max_data_classification: internal, security_schemes: [oauth2], tenants: [t1], skills: [{id: screen, tags: [sanctions]}]}
     - {name: retail-only, upstream: %q, max_data_classification: restricted, security_schemes: [oauth2], tenants: [t2]}
 `, w.agentA, idpIssuer, w.idp.JWKSFile, egressA, w.sts.URL, w.front.URL()+"/token", w.sts.URL+"/.well-known/jwks.json",
-		w.secret(agentA), w.tapB.URL(), w.trap.URL()), signing)
+		w.secret(agentA), w.cardB, w.trap.URL()), signing)
 
 	if w.stsVerify, err = identity.New(identity.Config{JWT: []config.JWTIssuer{{Issuer: w.sts.URL,
 		Audiences: []string{"agent:" + agentB, "agent:" + agentC}, JWKSURL: w.sts.URL + "/.well-known/jwks.json"}}}); err != nil {
@@ -370,31 +378,40 @@ func claimsOf(t testing.TB, tok string) map[string]any {
 // request that passed.
 type tap struct {
 	srv  *httptest.Server
+	next atomic.Pointer[httputil.ReverseProxy]
 	mu   sync.Mutex
 	seen []*http.Request
 }
 
+// newTap starts a tap that answers every request itself, until to gives it
+// a target.
 func newTap(t testing.TB, target string) *tap {
 	tp := &tap{}
-	var next http.Handler = http.HandlerFunc(func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(rw, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}}`)
-	})
-	if target != "" {
-		u, err := url.Parse(target)
-		if err != nil {
-			t.Fatal(err)
-		}
-		next = httputil.NewSingleHostReverseProxy(u)
-	}
 	tp.srv = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		tp.mu.Lock()
 		tp.seen = append(tp.seen, r.Clone(r.Context()))
 		tp.mu.Unlock()
-		next.ServeHTTP(rw, r)
+		if next := tp.next.Load(); next != nil {
+			next.ServeHTTP(rw, r)
+			return
+		}
+		rw.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(rw, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"t-1","contextId":"c-1","status":{"state":"TASK_STATE_COMPLETED"}}}}`)
 	}))
 	t.Cleanup(tp.srv.Close)
+	if target != "" {
+		tp.to(t, target)
+	}
 	return tp
+}
+
+// to makes the tap a reverse proxy to target.
+func (tp *tap) to(t testing.TB, target string) {
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.next.Store(httputil.NewSingleHostReverseProxy(u))
 }
 
 // URL is the tap's base URL.

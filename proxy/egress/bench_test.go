@@ -49,7 +49,7 @@ func BenchmarkEgressOverhead(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if refused := out.Plan.Delegate(proxy.Delegated{Token: t.Value, ChainID: t.ChainID, Actors: t.Actors, Subject: t.Subject}); refused != nil {
+		if refused, _ := out.Plan.Delegate(ctx, proxy.Delegated{Token: t.Value, ChainID: t.ChainID, Actors: t.Actors, Subject: t.Subject}); refused != nil {
 			b.Fatalf("refused: %s", refused.Body)
 		}
 	}

@@ -20,7 +20,8 @@
 //              artifacts>]`, or "none". What it was given is what it tells.
 //   delegator  delegates onward through its writ's egress listener (docs/egress.md): for
 //              each message it sends the same text to --delegate-to NAME at
-//              --egress URL/to/NAME (the card resolved there, then SendMessage; A2A 0.3
+//              --egress URL/to/NAME (NAME a card's URL: at URL/card/{NAME, escaped}; the
+//              card resolved there, then SendMessage; A2A 0.3
 //              targets too, through the SDK's legacyCompat), passing the Writ-Decision-Id
 //              writ gave the inbound request as Writ-Parent on every call of the SDK
 //              client (its fetch). working -> completed "delegated to NAME: <state>
@@ -152,7 +153,10 @@ class SeedExecutor extends Executor {
       return res;
     };
     try {
-      const base = `${args.egress.replace(/\/+$/, '')}/to/${encodeURIComponent(target)}/`; // the trailing slash: the card resolves below it
+      // A target named by its card's URL is called at /card/{that URL}/, else at /to/{name}/;
+      // the trailing slash: the card resolves below it.
+      const egress = args.egress.replace(/\/+$/, '');
+      const base = /^https?:\/\//.test(target) ? `${egress}/card/${encodeURIComponent(target)}/` : `${egress}/to/${encodeURIComponent(target)}/`;
       const client = await clientFactory(withParent, 'jsonrpc', { enabled: true }).createFromUrl(base);
       const res = await client.sendMessage({ message: userMessage([textPart(textOf(msg) || 'delegated')]) });
       const task = res?.task ?? res;

@@ -75,7 +75,7 @@ type world struct {
 	// cardB is the URL of B's card (through the tap): A's target is named
 	// by it.
 	cardB string
-	trap                   *tap
+	trap  *tap
 	// pubKey is the decision logs' checkpoint key (PEM), for -verify.
 	pubKey string
 	// stsVerify verifies the STS's tokens as a target's writ does.

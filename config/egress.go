@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -202,7 +203,20 @@ func (e *Egress) validate(c *Config, bad func(key, format string, args ...any)) 
 	}
 	seen, seenCards := map[string]bool{}, map[string]bool{}
 	for i := range e.Targets {
-		e.Targets[i].validate(fmt.Sprintf("egress.targets[%d]", i), seen, seenCards, bad)
+		key := fmt.Sprintf("egress.targets[%d]", i)
+		t := &e.Targets[i]
+		t.validate(key, seen, seenCards, bad)
+		// Where every call (upstream) or the card fetch (card_url) goes:
+		// refused at load when the egress SSRF guard would refuse it on
+		// every call, so the mistake shows at writ validate.
+		for _, u := range []struct{ key, url string }{{key + ".upstream", t.Upstream}, {key + ".card_url", t.CardURL}} {
+			if u.url == "" || !plainHTTPURL(u.url) {
+				continue // required or malformed: said by validate
+			}
+			if why := e.unreachable(u.url); why != "" {
+				bad(u.key, "%q: %s: the egress SSRF guard refuses it unless egress.trusted_hosts names the host", u.url, why)
+			}
+		}
 	}
 	e.Exchange.validate(bad)
 }
@@ -266,6 +280,57 @@ func (t *EgressTarget) validate(key string, seen, seenCards map[string]bool, bad
 			bad(fmt.Sprintf("%s.scopes[%d]", key, j), "must be one scope value (no spaces, quotes or backslashes), not %q", s)
 		}
 	}
+}
+
+// unreachable says why the egress SSRF guard refuses every call to raw (an
+// http(s) URL) without looking up a name: plain http, or a host that is an
+// IP literal of a loopback, private, link-local, unspecified or multicast
+// address, unless egress.trusted_hosts names the host. "" when it may be
+// reached; a name is checked by the guard where it dials, on each call.
+func (e *Egress) unreachable(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "not a URL"
+	}
+	host := u.Hostname()
+	for _, h := range e.TrustedHosts {
+		if sameHost(h, host) {
+			return ""
+		}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		a = a.Unmap()
+		switch {
+		case a.IsLoopback():
+			return "a loopback address"
+		case a.IsPrivate():
+			return "a private address"
+		case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
+			return "a link-local address"
+		case a.IsUnspecified():
+			return "the unspecified address"
+		case a.IsMulticast():
+			return "a multicast address"
+		}
+	}
+	if u.Scheme == "http" {
+		return "plain http"
+	}
+	return ""
+}
+
+// sameHost reports whether a trusted_hosts entry names host, in the form the
+// guard matches them: an IP literal by its address, a name in any case,
+// without a trailing dot.
+func sameHost(trusted, host string) bool {
+	norm := func(h string) string {
+		h = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(h, "]"), "["), ".")
+		if a, err := netip.ParseAddr(h); err == nil {
+			return a.String()
+		}
+		return strings.ToLower(h)
+	}
+	return norm(trusted) == norm(host)
 }
 
 // plainHTTPURL reports whether raw is an absolute http(s) URL with a host and

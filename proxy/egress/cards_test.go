@@ -3,10 +3,12 @@ package egress_test
 import (
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/writ-authz/writ/internal/peers"
@@ -116,12 +118,33 @@ func TestTargetCardMustVerify(t *testing.T) {
 	if err := os.WriteFile(pinned, get(t, other+"/jwks.json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// A card URL whose name the guard resolves to loopback, where it dials
+	// (an address, or plain http, to an untrusted host is refused at load):
+	// a listener that counts the connections made to it.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	var dialed atomic.Int64
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dialed.Add(1)
+			_ = c.Close()
+		}
+	}()
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	hidden := "https://localhost:" + port
 	required := ", require_signed_card: true"
 	cases := []struct{ name, agent, extra string }{
 		{"unsigned", unsigned, required},
 		{"signed by another key than the pinned one", signed, fmt.Sprintf(", card_keys: %q", pinned)},
 		{"a jku to a private address", private, required},
-		{"a card URL the SSRF guard refuses", strings.Replace(unsigned, "127.0.0.1", "localhost", 1), ""},
+		{"a card URL the SSRF guard refuses", hidden, ""},
 	}
 	var targets string
 	var auds []string
@@ -160,6 +183,9 @@ func TestTargetCardMustVerify(t *testing.T) {
 				}
 			}
 		})
+	}
+	if n := dialed.Load(); n != 0 {
+		t.Fatalf("writ connected to a card URL on loopback %d times", n)
 	}
 	// An unsigned card, where the target does not require a signature.
 	if resp, body := w.call(parent, "/to/not-required/", send10, a2a10); resp.StatusCode != 200 {

@@ -66,8 +66,12 @@ type Engine struct {
 	cache  *segcache.Cache[[32]byte, Decision]
 	hits   atomic.Uint64
 	misses atomic.Uint64
-	dryRun bool
-	log    *slog.Logger
+	// rules caches the results of the policy's other rules (rule.go), with
+	// the decision cache's bounds; nil when that cache is off.
+	rules                *segcache.Cache[[32]byte, ruleResult]
+	ruleHits, ruleMisses atomic.Uint64
+	dryRun               bool
+	log                  *slog.Logger
 }
 
 // NewEngine returns an engine serving p.
@@ -93,6 +97,9 @@ func NewEngine(p *Policy, opt Options) (*Engine, error) {
 			return nil, fmt.Errorf("decision cache: %w", err)
 		}
 		e.cache = c
+		if e.rules, err = segcache.New[[32]byte, ruleResult](size, bytes, ruleResultBytes); err != nil {
+			return nil, fmt.Errorf("rule cache: %w", err)
+		}
 	}
 	e.policy.Store(p)
 	return e, nil
@@ -120,6 +127,9 @@ func (e *Engine) Swap(p *Policy) {
 	e.policy.Store(p)
 	if e.cache != nil {
 		e.cache.Purge()
+	}
+	if e.rules != nil {
+		e.rules.Purge()
 	}
 }
 

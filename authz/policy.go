@@ -48,6 +48,8 @@ type Policy struct {
 	targets   targets
 	// required is the scopes each operation requires (RequiredScopes).
 	required requiredScopes
+	// rules are the compiled queries of the policy's other rules (rule.go).
+	rules ruleQueries
 }
 
 // TestSummary counts the results of a policy set's own Rego tests.
@@ -76,6 +78,11 @@ type LoadOptions struct {
 	// it is accepted (at start and on every reload): a set that compiles and
 	// passes its tests (or has none) but fails on real requests is refused.
 	Smoke []Smoke
+	// Rules are references to rules other than the decision that the set
+	// must define (an AuthZEN application's decision, named in writ's
+	// configuration): a set that defines nothing at one of them is refused,
+	// at start and on every reload. Their queries are compiled at load.
+	Rules []string
 }
 
 // Smoke is one known request of LoadOptions.Smoke, and what to call it in an
@@ -155,6 +162,11 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 	}
 	if err := p.compile(ctx, res.Modules, opt.Query); err != nil {
 		return nil, err
+	}
+	for _, ref := range opt.Rules {
+		if _, err := p.rule(ref); err != nil {
+			return nil, fmt.Errorf("the policy lacks a rule the configuration names: %w", err)
+		}
 	}
 	for _, s := range opt.Smoke {
 		// The whole policy, with built-in errors strict as in every decision.

@@ -58,6 +58,9 @@ type Config struct {
 	// Cards configures the signatures of agent cards: the key writ signs the
 	// cards it serves with, and the hosts a fetched card's key set may be on.
 	Cards Cards `yaml:"cards"`
+	// AuthZEN runs writ as an OpenID AuthZEN 1.0 policy decision point as
+	// well (off unless authzen.listen is set).
+	AuthZEN AuthZEN `yaml:"authzen"`
 	// DecisionLog configures the audit stream of decisions and lifecycle events.
 	DecisionLog DecisionLog `yaml:"decision_log"`
 	// Metrics configures the Prometheus metrics on the admin listener.
@@ -81,8 +84,12 @@ type Config struct {
 // AdminLoopback reports whether the admin listener is bound to loopback only
 // (a loopback IP or localhost): the only case its operator routes answer
 // without admin_token_file.
-func (c *Config) AdminLoopback() bool {
-	h, _, err := net.SplitHostPort(c.Admin)
+func (c *Config) AdminLoopback() bool { return loopback(c.Admin) }
+
+// loopback reports whether a listen address is bound to loopback only (a
+// loopback IP or localhost).
+func loopback(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
 	}
@@ -576,6 +583,7 @@ func (c *Config) applyDefaults() {
 		lc.RetiredIDs.FalsePositiveRate = task.DefaultRetiredFalsePositive
 	}
 	c.Envoy.applyDefaults()
+	c.AuthZEN.applyDefaults()
 	c.Store.applyDefaults()
 	c.Egress.applyDefaults(c.Agents)
 	for i := range c.Agents {
@@ -679,6 +687,7 @@ func (c *Config) Validate() error {
 		bad("lifecycle.retired_ids", "%v", err)
 	}
 	c.Envoy.validate(c, bad)
+	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
 	c.Log.validate(bad)
 	c.TLS.validate(bad)

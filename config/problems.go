@@ -121,6 +121,12 @@ func (c *Config) Warnings() []Problem {
 	if id.StaticTokensFile != "" {
 		ps.add("identity.static_tokens_file", "static tokens are for development only")
 	}
+	if a := c.AuthZEN; a.Enabled() && a.TLS == nil && !loopback(a.Listen) {
+		ps.add("authzen.listen", "the AuthZEN listener is not on loopback and serves plain HTTP: the connection between an enforcement point and the decision point must be TLS (set authzen.tls)")
+	}
+	if t := c.AuthZEN.TLS; c.AuthZEN.Enabled() && t != nil && t.Mode() != ClientAuthNone && id.MTLS == nil {
+		ps.add("authzen.tls.client_ca_file", "client certificates are verified but identify no enforcement point: set identity.mtls (trust_domain) to read their SPIFFE IDs")
+	}
 	if c.AdminTokenFile == "" && !c.AdminLoopback() {
 		ps.add("admin", "the admin listener is not on loopback and admin_token_file is not set: its operator routes (task records, the policy, reload, pprof) answer 403; /healthz, /readyz and /metrics stay open")
 	}

@@ -49,32 +49,35 @@ func (t *TLS) Mode() string {
 	return ClientAuthNone
 }
 
-func (t *TLS) validate(bad func(key, format string, args ...any)) {
+func (t *TLS) validate(bad func(key, format string, args ...any)) { t.validateAt("tls", bad) }
+
+// validateAt validates a TLS section found at key (tls, authzen.tls).
+func (t *TLS) validateAt(key string, bad func(key, format string, args ...any)) {
 	if t == nil {
 		return
 	}
 	if t.CertFile == "" {
-		bad("tls.cert_file", "required: the server's certificate chain (PEM)")
+		bad(key+".cert_file", "required: the server's certificate chain (PEM)")
 	}
 	if t.KeyFile == "" {
-		bad("tls.key_file", "required: the server's private key (PEM)")
+		bad(key+".key_file", "required: the server's private key (PEM)")
 	}
 	switch t.ClientAuth {
 	case "", ClientAuthNone:
 	case ClientAuthVerifyIfGiven, ClientAuthRequire:
 		if t.ClientCAFile == "" {
-			bad("tls.client_ca_file", "required with client_auth %s: the CAs that verify client certificates", t.ClientAuth)
+			bad(key+".client_ca_file", "required with client_auth %s: the CAs that verify client certificates", t.ClientAuth)
 		}
 	default:
-		bad("tls.client_auth", "must be none, verify_if_given or require, not %q", t.ClientAuth)
+		bad(key+".client_auth", "must be none, verify_if_given or require, not %q", t.ClientAuth)
 	}
 	if t.ClientAuth == ClientAuthNone && t.ClientCAFile != "" {
-		bad("tls.client_auth", "is none, so client_ca_file would never be used")
+		bad(key+".client_auth", "is none, so client_ca_file would never be used")
 	}
 	switch t.MinVersion {
 	case "", "1.2", "1.3":
 	default:
-		bad("tls.min_version", "must be 1.2 or 1.3, not %q", t.MinVersion)
+		bad(key+".min_version", "must be 1.2 or 1.3, not %q", t.MinVersion)
 	}
 }
 

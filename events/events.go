@@ -20,10 +20,13 @@ const (
 	// ModeEgress: a call the protected agent made through writ's egress
 	// listener.
 	ModeEgress = "egress"
+	// ModeAuthZEN: a question a policy enforcement point asked through the
+	// AuthZEN API (proxy/authzen): a decision without a request to forward.
+	ModeAuthZEN = "authzen"
 )
 
 // Modes lists every mode, for bounded metric labels.
-var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc, ModeEgress}
+var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc, ModeEgress, ModeAuthZEN}
 
 // Directions: whether a decision was about a request coming in to the
 // protected agent or going out from it (egress mode). "" is ingress.

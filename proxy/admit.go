@@ -245,40 +245,61 @@ func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
 		return out
 	}
 	c.events.Decided(ev)
-	if missing != "" || (out.Fault != nil && out.Fault.Kind == task.KindTaskNotFound) {
-		if missing == "" {
-			missing = "foreign_task"
-		}
-		// Answered like a missing task; the audit trail keeps why.
-		c.log.Info("task not found", "agent", rt.agent.Name, "task_id", x.req.TaskID, "context_id", x.req.ContextID,
-			"referenced_task_id", x.missingID, "why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
-	}
+	c.logMissing(x, missing, out.Fault)
 	return out
 }
 
-// conclude is the outcome of an admitted request once the policy decided.
-func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcome {
-	req, rt := &x.req, x.rt
+// logMissing logs a request answered like one for a missing task or
+// context, with why: the caller learns nothing, the audit trail keeps it.
+func (c *Core) logMissing(x *exchange, missing string, f *task.Fault) {
+	if missing == "" && (f == nil || f.Kind != task.KindTaskNotFound) {
+		return
+	}
+	if missing == "" {
+		missing = "foreign_task"
+	}
+	c.log.Info("task not found", "agent", x.rt.agent.Name, "task_id", x.req.TaskID, "context_id", x.req.ContextID,
+		"referenced_task_id", x.missingID, "why", missing, "decision_id", x.dec.ID, "caller_agent_id", x.caller.AgentID, "caller_tenant", x.caller.Tenant)
+}
+
+// judgement is what the decision, the lifecycle lookup and the lifecycle law
+// make of a request once the policy decided: nil when it may go on, else the
+// refusal the caller learns (the disclosure rules applied: a foreign task is
+// a missing one, an unauthenticated caller learns only that); hidden when
+// the agent is to look as if it did not exist (a card the caller may not
+// see). Every door's answer comes from here: Admit's and Decide's.
+func (c *Core) judgement(x *exchange, missing string) (f *task.Fault, hidden bool) {
+	req := &x.req
 	if missing != "" {
 		switch missing {
 		case missingContext, retiredContext:
-			return c.refuse(x, task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)))
+			return task.NewFault(task.KindTaskNotFound, fmt.Sprintf("context %s not found", req.ContextID)), false
 		case missingReference:
-			return c.refuse(x, notFound(x.missingID))
+			return notFound(x.missingID), false
 		}
-		return c.refuse(x, notFound(req.TaskID))
+		return notFound(req.TaskID), false
 	}
 	if !x.dec.Allow {
 		c.stats.Denied.Add(1)
 		if req.Operation == task.OpCard && x.eg == nil {
 			// A card is only for callers who may see the agent; to everyone else
 			// the agent does not exist (and what does not exist had no decision).
-			return Outcome{Kind: NotFound, Answer: notFoundPage, Operation: req.Operation, Protocol: req.Protocol,
-				Route: rt.agent.Name}
+			return nil, true
 		}
-		return c.refuse(x, c.denialFault(x))
+		return c.denialFault(x), false
 	}
-	if f := lifecycleLaw(x); f != nil {
+	return lifecycleLaw(x), false
+}
+
+// conclude is the outcome of an admitted request once the policy decided.
+func (c *Core) conclude(ctx context.Context, x *exchange, missing string) Outcome {
+	req, rt := &x.req, x.rt
+	f, hidden := c.judgement(x, missing)
+	switch {
+	case hidden:
+		return Outcome{Kind: NotFound, Answer: notFoundPage, Operation: req.Operation, Protocol: req.Protocol,
+			Route: rt.agent.Name}
+	case f != nil:
 		return c.refuse(x, f)
 	}
 	if x.eg != nil {

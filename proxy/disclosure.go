@@ -21,6 +21,7 @@ var publicReasons = map[string]string{
 	"CALLBACK_UNAUTHENTICATED": "the push callback carries no token",
 	"SCOPE_MISSING":            "the caller's token lacks a scope the operation needs",
 	"NOT_TASK_OWNER":           "the task is not the caller's",
+	"AUTHORITY_WIDENED":        "the caller's authority is wider than its delegation chain granted",
 	"POLICY_ERROR":             "the policy could not decide; the request is refused",
 }
 

@@ -221,3 +221,14 @@ func TestDenialNeverNamesTheTarget(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestEveryShippedCodeHasANeutralReason: a code the shipped policy can deny
+// with has a reason of its own for the caller, not the generic one a custom
+// policy's code gets.
+func TestEveryShippedCodeHasANeutralReason(t *testing.T) {
+	for code := range shippedDenialCodes(t) {
+		if proxy.PublicReason(code) == proxy.PublicReason("A_CODE_NO_POLICY_SHIPS") {
+			t.Errorf("%s has no neutral reason of its own (publicReasons)", code)
+		}
+	}
+}

@@ -124,7 +124,7 @@ func doorProblems(g map[string]node) (doors []string, problems []string) {
 func TestDoorsArePeers(t *testing.T) {
 	g := graph(t)
 	doors, problems := doorProblems(g)
-	for _, want := range []string{"proxy/sidecar", "proxy/extauthz", "proxy/extproc", "proxy/egress"} {
+	for _, want := range []string{"proxy/sidecar", "proxy/extauthz", "proxy/extproc", "proxy/egress", "proxy/authzen"} {
 		if !slices.Contains(doors, want) {
 			t.Errorf("%s is not found as a door (doors: %v)", want, doors)
 		}

@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -58,8 +59,24 @@ type EgressTarget struct {
 	// path the local agent calls (/to/{name}/...): the name its own writ
 	// protects it under.
 	Name string `yaml:"name"`
-	// Upstream is the agent's base URL (its writ's public URL).
+	// Upstream is the agent's base URL (its writ's public URL). Optional
+	// with CardURL: the card's first interface is then the base URL.
 	Upstream string `yaml:"upstream"`
+	// CardURL is the URL of the agent's card, and a second name of the
+	// target on the listener (/card/{the URL, escaped}/...). Its card is
+	// fetched there (by the agent's calls for it, and to find the base URL
+	// when Upstream is not set) with the ingress card-fetch rules, through
+	// the egress SSRF guard, with the call's outbound token.
+	CardURL string `yaml:"card_url"`
+	// RequireSignedCard refuses the agent's card, and every call that needs
+	// it, unless a signature on it verifies (with CardKeys, or the key set
+	// its jku names, fetched under cards.jku_trusted_hosts' rules). Off, the
+	// card's signatures are not checked on egress: the agent reads the card
+	// from its own writ, which rewrites it.
+	RequireSignedCard bool `yaml:"require_signed_card"`
+	// CardKeys is a JWKS file: the only keys the agent's card may be signed
+	// with (its jku is then never fetched). It turns the check on too.
+	CardKeys string `yaml:"card_keys"`
 	// Protocol, JSONRPCPath, Owner, Tenants, MaxDataClassification,
 	// SecuritySchemes and Skills are as agents[] has them.
 	Protocol              string       `yaml:"protocol"`
@@ -97,7 +114,17 @@ func (e *Egress) Target(name string) (*EgressTarget, bool) {
 func (t *EgressTarget) AsAgent() Agent {
 	return Agent{Name: t.Name, Route: "/", Upstream: t.Upstream, Protocol: t.Protocol, JSONRPCPath: t.JSONRPCPath,
 		Owner: t.Owner, Tenants: t.Tenants, MaxDataClassification: t.MaxDataClassification,
-		SecuritySchemes: t.SecuritySchemes, Skills: t.Skills}
+		SecuritySchemes: t.SecuritySchemes, Skills: t.Skills, RequireSignedCard: t.RequireSignedCard, CardKeys: t.CardKeys}
+}
+
+// TargetByCard returns the target whose card_url is cardURL, exactly.
+func (e *Egress) TargetByCard(cardURL string) (*EgressTarget, bool) {
+	for i := range e.Targets {
+		if e.Targets[i].CardURL != "" && e.Targets[i].CardURL == cardURL {
+			return &e.Targets[i], true
+		}
+	}
+	return nil, false
 }
 
 // Defaults of egress mode.
@@ -174,15 +201,28 @@ func (e *Egress) validate(c *Config, bad func(key, format string, args ...any)) 
 	if len(e.Targets) == 0 {
 		bad("egress.targets", "at least one target is required: the agents the local agent may call")
 	}
-	seen := map[string]bool{}
+	seen, seenCards := map[string]bool{}, map[string]bool{}
 	for i := range e.Targets {
-		e.Targets[i].validate(fmt.Sprintf("egress.targets[%d]", i), seen, bad)
+		key := fmt.Sprintf("egress.targets[%d]", i)
+		t := &e.Targets[i]
+		t.validate(key, seen, seenCards, bad)
+		// Where every call (upstream) or the card fetch (card_url) goes:
+		// refused at load when the egress SSRF guard would refuse it on
+		// every call, so the mistake shows at writ validate.
+		for _, u := range []struct{ key, url string }{{key + ".upstream", t.Upstream}, {key + ".card_url", t.CardURL}} {
+			if u.url == "" || !plainHTTPURL(u.url) {
+				continue // required or malformed: said by validate
+			}
+			if why := e.unreachable(u.url); why != "" {
+				bad(u.key, "%q: %s: the egress SSRF guard refuses it unless egress.trusted_hosts names the host", u.url, why)
+			}
+		}
 	}
 	e.Exchange.validate(bad)
 }
 
 // validate checks one target.
-func (t *EgressTarget) validate(key string, seen map[string]bool, bad func(key, format string, args ...any)) {
+func (t *EgressTarget) validate(key string, seen, seenCards map[string]bool, bad func(key, format string, args ...any)) {
 	switch {
 	case t.Name == "":
 		bad(key+".name", "required")
@@ -194,8 +234,22 @@ func (t *EgressTarget) validate(key string, seen map[string]bool, bad func(key, 
 		bad(key+".name", "%q: a target's name is a plain path segment: no /, %%, ?, #, \\, surrounding spaces, nor . or ..", t.Name)
 	}
 	seen[t.Name] = true
-	if u, err := url.Parse(t.Upstream); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+	switch {
+	case t.Upstream == "" && t.CardURL == "":
+		bad(key+".upstream", "required (or card_url): where the agent is")
+	case t.Upstream != "" && !plainHTTPURL(t.Upstream):
 		bad(key+".upstream", "must be an http(s) URL without user info, got %q", t.Upstream)
+	}
+	if t.CardURL != "" {
+		if u, err := url.Parse(t.CardURL); err != nil || !plainHTTPURL(t.CardURL) || u.Fragment != "" || u.RawQuery != "" || u.Path == "" || u.Path == "/" {
+			bad(key+".card_url", "must be the http(s) URL of a card (a path, no user info, query or fragment), got %q", t.CardURL)
+		} else if seenCards[t.CardURL] {
+			bad(key+".card_url", "%q is used twice", t.CardURL)
+		}
+		seenCards[t.CardURL] = true
+	}
+	if t.CardKeys != "" && strings.TrimSpace(t.CardKeys) != t.CardKeys {
+		bad(key+".card_keys", "%q: must name a JWKS file, without surrounding spaces", t.CardKeys)
 	}
 	if t.Protocol != names.Auto && !names.Known(t.Protocol) {
 		bad(key+".protocol", "must be %s, not %q", names.Choices(), t.Protocol)
@@ -226,6 +280,64 @@ func (t *EgressTarget) validate(key string, seen map[string]bool, bad func(key, 
 			bad(fmt.Sprintf("%s.scopes[%d]", key, j), "must be one scope value (no spaces, quotes or backslashes), not %q", s)
 		}
 	}
+}
+
+// unreachable says why the egress SSRF guard refuses every call to raw (an
+// http(s) URL) without looking up a name: plain http, or a host that is an
+// IP literal of a loopback, private, link-local, unspecified or multicast
+// address, unless egress.trusted_hosts names the host. "" when it may be
+// reached; a name is checked by the guard where it dials, on each call.
+func (e *Egress) unreachable(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "not a URL"
+	}
+	host := u.Hostname()
+	for _, h := range e.TrustedHosts {
+		if sameHost(h, host) {
+			return ""
+		}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		a = a.Unmap()
+		switch {
+		case a.IsLoopback():
+			return "a loopback address"
+		case a.IsPrivate():
+			return "a private address"
+		case a.IsLinkLocalUnicast(), a.IsLinkLocalMulticast():
+			return "a link-local address"
+		case a.IsUnspecified():
+			return "the unspecified address"
+		case a.IsMulticast():
+			return "a multicast address"
+		}
+	}
+	if u.Scheme == "http" {
+		return "plain http"
+	}
+	return ""
+}
+
+// sameHost reports whether a trusted_hosts entry names host, in the form the
+// guard matches them: an IP literal by its address, a name in any case,
+// without a trailing dot.
+func sameHost(trusted, host string) bool {
+	norm := func(h string) string {
+		h = strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(h, "]"), "["), ".")
+		if a, err := netip.ParseAddr(h); err == nil {
+			return a.String()
+		}
+		return strings.ToLower(h)
+	}
+	return norm(trusted) == norm(host)
+}
+
+// plainHTTPURL reports whether raw is an absolute http(s) URL with a host and
+// no user info.
+func plainHTTPURL(raw string) bool {
+	u, err := url.Parse(raw)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && u.User == nil
 }
 
 // loopbackHost reports whether a listener host is loopback only: a loopback

@@ -63,7 +63,22 @@ func TestEgressValidation(t *testing.T) {
 		"no actor credential":  {strings.Replace(goodEgress, ", actor_token_file: /run/svid", "", 1), "egress.exchange.client_id", "one of client_id"},
 		"a share over the whole": {strings.Replace(goodEgress, "  listen:", "  max_link_bytes: 1000\n  max_link_bytes_per_caller: 2000\n  listen:", 1),
 			"egress.max_link_bytes_per_caller", "at most max_link_bytes"},
-		"a long link ttl": {strings.Replace(goodEgress, "  listen:", "  link_ttl: 48h\n  listen:", 1), "egress.link_ttl", "to 24h0m0s"},
+		"a long link ttl":               {strings.Replace(goodEgress, "  listen:", "  link_ttl: 48h\n  listen:", 1), "egress.link_ttl", "to 24h0m0s"},
+		"neither upstream nor card_url": {strings.Replace(goodEgress, `upstream: "https://sanctions.example", `, "", 1), "egress.targets[0].upstream", "required (or card_url)"},
+		"a card_url that is no card's":  {strings.Replace(goodEgress, `upstream: "https://sanctions.example"`, `card_url: "https://sanctions.example/"`, 1), "egress.targets[0].card_url", "URL of a card"},
+		"a card_url with a query":       {strings.Replace(goodEgress, `upstream: "https://sanctions.example"`, `card_url: "https://s.example/card.json?x=1"`, 1), "egress.targets[0].card_url", "URL of a card"},
+		"a card_url twice": {strings.Replace(goodEgress, `    - {name: sanctions-screening-agent, upstream: "https://sanctions.example"`,
+			`    - {name: a, card_url: "https://s.example/card.json", max_data_classification: public, security_schemes: [oauth2]}
+    - {name: sanctions-screening-agent, card_url: "https://s.example/card.json"`, 1), "egress.targets[1].card_url", "used twice"},
+		"a card_url on a private address": {strings.Replace(goodEgress, `upstream: "https://sanctions.example"`, `card_url: "https://10.0.0.7/card.json"`, 1),
+			"egress.targets[0].card_url", `"https://10.0.0.7/card.json": a private address: the egress SSRF guard refuses it unless egress.trusted_hosts names the host`},
+		"a card_url on loopback": {strings.Replace(goodEgress, `upstream: "https://sanctions.example"`, `upstream: "https://sanctions.example", card_url: "https://[::1]:8443/card.json"`, 1),
+			"egress.targets[0].card_url", "a loopback address"},
+		"a card_url over plain http": {strings.Replace(goodEgress, `upstream: "https://sanctions.example"`, `card_url: "http://sanctions.example/card.json"`, 1),
+			"egress.targets[0].card_url", "plain http: the egress SSRF guard refuses it"},
+		"an upstream on a link-local address": {strings.Replace(goodEgress, "https://sanctions.example", "https://169.254.169.254", 1),
+			"egress.targets[0].upstream", "a link-local address"},
+		"card_keys with spaces": {strings.Replace(goodEgress, `example", max_data_classification: restricted, security_schemes: [oauth2]}`, `example", max_data_classification: restricted, security_schemes: [oauth2], card_keys: ' k.json'}`, 1), "egress.targets[0].card_keys", "without surrounding spaces"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := Parse([]byte(c.yaml))
@@ -94,4 +109,57 @@ func TestEgressAllowRemote(t *testing.T) {
 		}
 	}
 	t.Fatalf("no warning: %v", c.Warnings())
+}
+
+// TestEgressTargetByCard: a target may be named by its card's URL alone; it
+// is found by that URL, exactly, and its card checks carry over to the
+// agent entry the policy input and the card checks read; require_signed_card
+// without pinned keys says what it proves.
+func TestEgressTargetByCard(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(goodEgress, `upstream: "https://sanctions.example"`,
+		`card_url: "https://sanctions.example/.well-known/agent-card.json", require_signed_card: true`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg, ok := c.Egress.TargetByCard("https://sanctions.example/.well-known/agent-card.json")
+	if !ok || tg.Name != "sanctions-screening-agent" || tg.Upstream != "" {
+		t.Fatalf("by card: %+v %v", tg, ok)
+	}
+	for _, other := range []string{"https://sanctions.example/.well-known/agent-card.json/", "https://SANCTIONS.example/.well-known/agent-card.json", ""} {
+		if _, ok := c.Egress.TargetByCard(other); ok {
+			t.Errorf("%q names the target", other)
+		}
+	}
+	if a := tg.AsAgent(); !a.RequireSignedCard {
+		t.Errorf("as an agent %+v", a)
+	}
+	found := false
+	for _, w := range c.Warnings() {
+		found = found || w.Key == "egress.targets[0].require_signed_card" && strings.Contains(w.Msg, "card_keys")
+	}
+	if !found {
+		t.Errorf("no warning about unpinned keys: %v", c.Warnings())
+	}
+}
+
+// TestEgressTrustedTargets: a target on a private or loopback address, or
+// over plain http, loads when egress.trusted_hosts names its host (as the
+// guard matches it: an address in any notation, a name in any case); a card
+// that alone says where the calls go, unchecked, is warned about.
+func TestEgressTrustedTargets(t *testing.T) {
+	c, err := Parse([]byte(strings.Replace(strings.Replace(goodEgress, "  listen:", "  trusted_hosts: [\"10.0.0.7\", \"::1\", Sanctions.Example.]\n  listen:", 1),
+		`upstream: "https://sanctions.example"`, `card_url: "http://sanctions.example/card.json", max_data_classification: public, security_schemes: [oauth2]}
+    - {name: b, upstream: "http://[0:0::1]:9000", card_url: "https://10.0.0.7/card.json"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var warned []string
+	for _, w := range c.Warnings() {
+		if strings.HasPrefix(w.Key, "egress.") {
+			warned = append(warned, w.Key+": "+w.Msg)
+		}
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0], "egress.targets[0].card_url: without upstream, the card's first interface is where every call") {
+		t.Fatalf("warnings %v", warned)
+	}
 }

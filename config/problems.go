@@ -140,6 +140,14 @@ func (c *Config) Warnings() []Problem {
 			ps.add(fmt.Sprintf("agents[%d].require_signed_card", i), "without card_keys, a card verifies with whatever key set its signature's jku names: that proves the card unaltered since its jku's owner signed it, not who that owner is; pin the signer's keys with agents[].card_keys")
 		}
 	}
+	for i, t := range c.Egress.Targets {
+		if c.Egress.Enabled() && t.RequireSignedCard && t.CardKeys == "" {
+			ps.add(fmt.Sprintf("egress.targets[%d].require_signed_card", i), "without card_keys, a card verifies with whatever key set its signature's jku names: that proves the card unaltered since its jku's owner signed it, not who that owner is; pin the signer's keys with egress.targets[].card_keys")
+		}
+		if c.Egress.Enabled() && t.CardURL != "" && t.Upstream == "" && !t.RequireSignedCard && t.CardKeys == "" {
+			ps.add(fmt.Sprintf("egress.targets[%d].card_url", i), "without upstream, the card's first interface is where every call and its token go, and nothing checks who wrote the card: set require_signed_card (and card_keys), or upstream")
+		}
+	}
 	sorted(ps.list)
 	return ps.list
 }

@@ -32,6 +32,12 @@ op := input.operation if input.operation in known_operations
 # Operations that start or continue a delegation to the target agent.
 delegating if op in {"send", "stream"}
 
+# On egress every call is a hop of the delegation, whatever its operation:
+# writ obtains a token for it whose act chain is the caller's grown by this
+# agent, and sends it to the target. A card fetch or a get that would close
+# a cycle or exceed the depth must not leave the host either.
+delegating if input.direction == "egress"
+
 shown(path) := object.get(input, path, "(missing)")
 
 # The message for a limit of data.writ.config outside its range.

@@ -1,8 +1,9 @@
 # CYCLE_DETECTED: a delegation may not loop back to an agent already involved.
 #
-# A send or stream is denied when the target agent already appears in the
-# caller's delegation chain, when the caller delegates to itself, or when the
-# target has no name (a cycle cannot then be ruled out).
+# A send or stream (on egress, every call: common.rego's delegating) is
+# denied when the target agent already appears in the caller's delegation
+# chain, when the caller delegates to itself, or when the target has no name
+# (a cycle cannot then be ruled out).
 #
 # Tuned by: nothing in data.
 package writ.authz

@@ -38,3 +38,10 @@ test_other_operations_are_not_checked if {
 	request := with_fields({"/operation": "card", "/caller/delegation_chain": ["sanctions-screening-agent"]})
 	expect(codes(request), []) with data.writ.config.max_delegation_depth as 4
 }
+
+test_every_egress_call_is_checked if {
+	every operation in ["card", "get", "cancel", "discover"] {
+		request := with_fields({"/direction": "egress", "/operation": operation, "/caller/delegation_chain": ["sanctions-screening-agent"]})
+		expect(codes(request), ["CYCLE_DETECTED"]) with data.writ.config.max_delegation_depth as 4
+	}
+}

@@ -1,8 +1,9 @@
 # DEPTH_EXCEEDED: a delegation may not be passed along too many times.
 #
 # input.caller.delegation_chain lists the agents that delegated before the caller
-# (oldest first, the caller itself excluded). A send or stream is denied when
-# that chain already has max_delegation_depth entries or more. A missing chain
+# (oldest first, the caller itself excluded). A send or stream (on egress,
+# every call: common.rego's delegating) is denied when that chain already has
+# max_delegation_depth entries or more. A missing chain
 # counts as zero hops.
 #
 # Tuned by: data.writ.config.max_delegation_depth, an integer from 1 to 16

@@ -71,3 +71,12 @@ test_max_depth_out_of_range_is_refused if {
 test_missing_max_depth_is_in_range if {
 	expect(limit_errors_for("max_delegation_depth", object.remove(data.writ.config, ["max_delegation_depth"])), set())
 }
+
+test_every_egress_call_is_checked if {
+	every operation in ["card", "get", "discover"] {
+		request := with_fields({"/direction": "egress", "/operation": operation, "/caller/delegation_chain": ["a", "b", "c", "d"]})
+		expect(codes(request), ["DEPTH_EXCEEDED"]) with data.writ.config.max_delegation_depth as 4
+		ingress := with_fields({"/operation": operation, "/caller/delegation_chain": ["a", "b", "c", "d"]})
+		expect(codes(ingress), []) with data.writ.config.max_delegation_depth as 4
+	}
+}

@@ -34,9 +34,30 @@ type cardCache struct {
 	// failed is when the last fetch failed, and why.
 	failed  time.Time
 	failErr error
+	// source, when set, is where the card is fetched instead of the
+	// agent's card paths below its upstream: an egress target's card_url.
+	source *cardSource
+}
+
+// cardSource is where an egress target's card is: its card_url, fetched
+// through the egress SSRF guard with the outbound token of the call that
+// needs it. A failure is not remembered: it may be that caller's alone (the
+// target's writ decides who sees its card).
+type cardSource struct {
+	url    string
+	client *http.Client
 }
 
 func newCardCache(c *Core, rt *route) *cardCache { return &cardCache{c: c, rt: rt} }
+
+// put caches a card read elsewhere, checked as a fetch checks it: an egress
+// target's card as the local agent's own call for it fetched it, so that
+// the calls that follow find it.
+func (cc *cardCache) put(card *task.AgentCard, version string) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	cc.card, cc.version, cc.fetched, cc.failed, cc.failErr = card, version, time.Now(), time.Time{}, nil
+}
 
 // errNoCards: the route's protocol publishes no card writ serves.
 var errNoCards = errors.New("the agent's protocol publishes no card writ serves")
@@ -51,6 +72,13 @@ type fetched struct {
 // agent fails (and for limits.card_failure_ttl after a failure) a stale card
 // beats none. ctx bounds only this caller's wait.
 func (cc *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
+	return cc.getAs(ctx, "")
+}
+
+// getAs is get with the credential a fetch sends (an Authorization value,
+// "" for none): the calling request's, for an egress target's card. The
+// fetch the callers share sends the first one's.
+func (cc *cardCache) getAs(ctx context.Context, auth string) (*task.AgentCard, string, error) {
 	l := cc.c.cfg.Limits
 	cc.mu.Lock()
 	card, version := cc.card, cc.version
@@ -71,7 +99,7 @@ func (cc *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
 		// fetch the others wait for.
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.CardFetchTimeout)
 		defer cancel()
-		return cc.refresh(fctx)
+		return cc.refresh(fctx, auth)
 	})
 	select {
 	case r := <-ch:
@@ -93,16 +121,28 @@ func (cc *cardCache) get(ctx context.Context) (*task.AgentCard, string, error) {
 
 // refresh fetches the card from the first card path that serves it and
 // caches the result, success or failure.
-func (cc *cardCache) refresh(ctx context.Context) (fetched, error) {
+func (cc *cardCache) refresh(ctx context.Context, auth string) (fetched, error) {
 	cards, ok := cc.rt.edges.Cards()
 	if !ok {
 		return fetched{}, errNoCards
 	}
-	card, version, err := cc.fetchAny(ctx, cards)
+	var card *task.AgentCard
+	var version string
+	var err error
+	if cc.source != nil {
+		card, version, err = cc.fetchURL(ctx, cards, cc.source.client, cc.source.url, auth)
+		if r := (*CardRefusedError)(nil); errors.As(err, &r) {
+			cc.c.log.Warn("the target's card is refused", "target", cc.rt.agent.Name, "card_url", cc.source.url, "reason", r.Reason)
+		}
+	} else {
+		card, version, err = cc.fetchAny(ctx, cards)
+	}
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if err != nil {
-		cc.failed, cc.failErr = time.Now(), err
+		if cc.source == nil {
+			cc.failed, cc.failErr = time.Now(), err
+		}
 		return fetched{}, err
 	}
 	cc.card, cc.version, cc.fetched, cc.failed, cc.failErr = card, version, time.Now(), time.Time{}, nil
@@ -134,23 +174,35 @@ func (cc *cardCache) fetch(ctx context.Context, path string) (*task.AgentCard, s
 	if !ok {
 		return nil, "", errNoCards
 	}
-	ctx, cancel := context.WithTimeout(ctx, cc.c.cfg.Limits.CardFetchTimeout)
-	defer cancel()
 	u := *cc.rt.upstream
 	u.Path = joinPath(cc.rt.upstream.Path, path)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	return cc.fetchURL(ctx, cards, cc.c.client, u.String(), "")
+}
+
+// maxCardBytes bounds a card writ reads.
+const maxCardBytes = 1 << 20
+
+// fetchURL gets the card at u with client (sending auth as Authorization
+// when set), checks its signatures (checkCard) and parses it.
+func (cc *cardCache) fetchURL(ctx context.Context, cards adapters.Cards, client *http.Client, u, auth string) (*task.AgentCard, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, cc.c.cfg.Limits.CardFetchTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, "", err
 	}
-	resp, err := cc.c.client.Do(req)
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, "", err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return nil, "", fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+		return nil, "", fmt.Errorf("GET %s: HTTP %d", req.URL.Path, resp.StatusCode)
 	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxCardBytes))
 	if err != nil {
 		return nil, "", err
 	}

@@ -168,7 +168,7 @@ func TestTamperedAgentCardRefused(t *testing.T) {
 		{name: "a duplicate member", card: func(b []byte) []byte {
 			return bytes.Replace(b, []byte(`"version":"3.1.0"`), []byte(`"version":"3.1.0","version":"9"`), 1)
 		}, want: "no canonical form"},
-		{name: "stripped signature, required", card: strip, require: true, want: "unsigned, and agents[].require_signed_card is set"},
+		{name: "stripped signature, required", card: strip, require: true, want: "unsigned, and require_signed_card is set"},
 		{name: "stripped signature, not required", card: strip},
 		{name: "a jku to a private address", card: func([]byte) []byte { return privateCard },
 			want: "jku https://10.1.2.3/jwks.json refused: private"},

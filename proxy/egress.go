@@ -2,10 +2,12 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/writ-authz/writ/adapters"
@@ -15,6 +17,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/link"
+	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -40,6 +43,9 @@ type EgressCall struct {
 	// inbound request the call serves. "" starts a new delegation at this
 	// agent, on the credential the call itself presents (Authorization).
 	ParentID string
+	// CardURL, when set, names the target by its card's URL
+	// (egress.targets[].card_url, exactly) instead of Incoming.Route.
+	CardURL string
 	// Base is the URL the door serves the targets under
 	// (http://127.0.0.1:PORT): a target's card and directory entry point the
 	// agent back at Base/to/{name}.
@@ -77,20 +83,35 @@ type egressSide struct {
 	cfg     *config.Egress
 	agent   string
 	targets map[string]*route
-	order   []*route // config order, for the directory
+	byCard  map[string]*route // by card_url, exactly
+	order   []*route          // config order, for the directory
 	links   *link.Table
 }
 
 // newEgress builds the targets' route table and the link table.
 func newEgress(c *Core, cfg *config.Egress) (*egressSide, error) {
-	e := &egressSide{cfg: cfg, agent: cfg.Agent, targets: map[string]*route{},
+	e := &egressSide{cfg: cfg, agent: cfg.Agent, targets: map[string]*route{}, byCard: map[string]*route{},
 		links: link.NewTable(cfg.MaxLinkBytes, cfg.MaxLinkBytesPerCaller, cfg.LinkTTL)}
+	// A target's card is fetched with the ingress card rules (bounded,
+	// cached, one fetch at a time), through the SSRF guard calls leave by.
+	l := c.cfg.Limits
+	cards := push.NewGuard(push.GuardConfig{TrustedHosts: cfg.TrustedHosts, DialTimeout: l.CardFetchTimeout}).
+		Client(l.CardFetchTimeout, maxCardBytes)
 	for i := range cfg.Targets {
 		t := &cfg.Targets[i]
 		a := t.AsAgent()
-		u, err := url.Parse(a.Upstream)
+		base := a.Upstream
+		if base == "" {
+			// Named by its card alone: the card's own origin until the card
+			// says where the agent is (egressURL resolves every call).
+			base = t.CardURL
+		}
+		u, err := url.Parse(base)
 		if err != nil {
 			return nil, fmt.Errorf("egress.targets[%d].upstream: %w", i, err)
+		}
+		if a.Upstream == "" {
+			u = &url.URL{Scheme: u.Scheme, Host: u.Host}
 		}
 		edges, err := adapters.NewRoute(a.Protocol, a.JSONRPCPath)
 		if err != nil {
@@ -98,10 +119,78 @@ func newEgress(c *Core, cfg *config.Egress) (*egressSide, error) {
 		}
 		rt := &route{agent: &a, target: authz.TargetOf(&a), upstream: u, edges: edges, egress: t}
 		rt.cards = newCardCache(c, rt)
+		if t.CardURL != "" {
+			rt.cards.source = &cardSource{url: t.CardURL, client: cards}
+			e.byCard[t.CardURL] = rt
+		}
+		if t.CardKeys != "" {
+			if rt.cardKeys, err = LoadCardKeys(t.CardKeys); err != nil {
+				return nil, fmt.Errorf("egress.targets[%d].card_keys: %w", i, err)
+			}
+		}
 		e.targets[t.Name] = rt
 		e.order = append(e.order, rt)
 	}
 	return e, nil
+}
+
+// egressURL points an egress plan for a target named by its card at where
+// the call goes: the card itself for the card, else, for a target without
+// an upstream, below the base URL its card names (the card fetched with the
+// call's outbound token, auth, and checked as the target requires). A
+// refusal is the answer.
+func (p *Plan) egressURL(ctx context.Context, auth string) *task.Fault {
+	x := p.x
+	t := x.rt.egress
+	switch {
+	case t.CardURL == "":
+		return nil
+	case x.req.Operation == task.OpCard:
+		u, err := url.Parse(t.CardURL)
+		if err != nil {
+			return task.NewFault(task.KindInternal, "the target's card_url is not a URL")
+		}
+		p.URL = u
+		return nil
+	case t.Upstream != "":
+		return nil
+	}
+	card, _, err := x.rt.cards.getAs(ctx, auth)
+	var base *url.URL
+	if err == nil {
+		base, err = cardBase(card)
+	}
+	if err != nil {
+		p.core.log.Warn("egress: the target's card does not say where it is; refused", "target", x.rt.agent.Name,
+			"card_url", t.CardURL, "error", err)
+		if r := (*CardRefusedError)(nil); errors.As(err, &r) || errors.Is(err, errNoBase) {
+			return task.NewFault(task.KindUpstreamInvalid, "the agent's card is not valid")
+		}
+		return task.NewFault(task.KindUpstreamUnavailable, "the agent's card could not be fetched")
+	}
+	u := *base
+	u.Path = joinPath(base.Path, x.in.Path)
+	u.RawQuery = p.URL.RawQuery
+	p.URL = &u
+	return nil
+}
+
+// errNoBase: a card that names no interface writ can call.
+var errNoBase = errors.New("the card names no http(s) interface")
+
+// cardBase is where a card says its agent is: its first interface's URL (an
+// absolute http(s) URL without user info), without a trailing slash; the
+// rest of the card's interfaces are read relative to it (rebase).
+func cardBase(card *task.AgentCard) (*url.URL, error) {
+	for _, iface := range card.Interfaces {
+		u, err := url.Parse(iface.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			continue
+		}
+		u.Path, u.RawPath, u.RawQuery, u.Fragment = strings.TrimSuffix(u.Path, "/"), "", "", ""
+		return u, nil
+	}
+	return nil, errNoBase
 }
 
 // Links reports the link table's counts (zero when egress is off).
@@ -326,49 +415,69 @@ type Delegated struct {
 
 // Delegate checks the outbound token against the decision — the chain it
 // carries is the one decided on, grown by this agent alone; the chain id and
-// the subject are kept — puts it on the forwarded request in place of
-// whatever credential the agent sent, and records the egress decision with
-// the token's chain id and actors. refused, when set, replaces the answer
-// and nothing is forwarded.
-func (p *Plan) Delegate(t Delegated) (refused *wire.Rendered) {
+// the subject are kept — points a call to a target named by its card where
+// its card says (egressURL: the card fetched with that token), puts the
+// token on the forwarded request in place of whatever credential the agent
+// sent, and records the egress decision with the token's chain id and
+// actors. refused, when set, replaces the answer and nothing is forwarded;
+// why is then DelegateChainMismatch or DelegateCard.
+func (p *Plan) Delegate(ctx context.Context, t Delegated) (refused *wire.Rendered, why string) {
 	d, x := p.delegation, p.x
 	if d == nil || x.eg.event == nil {
 		out := p.Fail(task.NewFault(task.KindInternal, "the call has no delegation to make"))
-		return &out
+		return &out, "internal"
 	}
-	var why string
+	var mismatch string
 	switch {
 	case t.Token == "":
-		why = "no token"
+		mismatch = "no token"
 	case !slices.Equal(t.Actors, d.Actors):
-		why = fmt.Sprintf("act chain %v, decided %v", t.Actors, d.Actors)
+		mismatch = fmt.Sprintf("act chain %v, decided %v", t.Actors, d.Actors)
 	case d.ChainID != "" && t.ChainID != d.ChainID:
-		why = fmt.Sprintf("chain id %q, decided %q", t.ChainID, d.ChainID)
+		mismatch = fmt.Sprintf("chain id %q, decided %q", t.ChainID, d.ChainID)
 	case d.Subject != "" && t.Subject != d.Subject:
-		why = fmt.Sprintf("subject %q, decided %q", t.Subject, d.Subject)
+		mismatch = fmt.Sprintf("subject %q, decided %q", t.Subject, d.Subject)
 	}
-	if why != "" {
+	if mismatch != "" {
 		p.core.log.Error("egress: the STS's token does not carry the delegation writ decided on; nothing is forwarded",
-			"why", why, "decision_id", x.dec.ID, "target", x.rt.agent.Name)
-		out := p.Undelegated(ExchangeFault(task.KindUpstreamUnavailable, "the token service's token does not carry the delegation writ decided on", "chain_mismatch"), "chain_mismatch")
-		return &out
+			"why", mismatch, "decision_id", x.dec.ID, "target", x.rt.agent.Name)
+		out := p.Undelegated(ExchangeFault(task.KindUpstreamUnavailable, "the token service's token does not carry the delegation writ decided on", DelegateChainMismatch), DelegateChainMismatch)
+		return &out, DelegateChainMismatch
+	}
+	ev := x.eg.event
+	ev.ChainID, ev.Intermediaries = t.ChainID, t.Actors
+	if f := p.egressURL(ctx, "Bearer "+t.Token); f != nil {
+		out := p.refuseCall(f, DelegateCard)
+		return &out, DelegateCard
 	}
 	p.Header.Set("Authorization", "Bearer "+t.Token)
-	ev := x.eg.event
 	x.eg.event = nil
-	ev.ChainID, ev.Intermediaries = t.ChainID, t.Actors
 	p.delegated = true
 	p.core.events.Decided(*ev)
-	return nil
+	return nil, ""
 }
+
+// Why Delegate refused a call: the token carries another delegation than the
+// one decided on, or the target's card (named by card_url) could not say
+// where the call goes. Each is also the egress decision's refused.
+const (
+	DelegateChainMismatch = "chain_mismatch"
+	DelegateCard          = "card"
+)
 
 // Undelegated records the egress decision of a call whose outbound token
 // could not be obtained (why: a short stable reason, such as the exchange
 // error's kind) and renders f as the agent's answer.
 func (p *Plan) Undelegated(f *task.Fault, why string) wire.Rendered {
+	return p.refuseCall(f, "exchange:"+why)
+}
+
+// refuseCall records the egress decision of a call that is not forwarded
+// after all (refused: why, as the decision's refused) and renders f.
+func (p *Plan) refuseCall(f *task.Fault, refused string) wire.Rendered {
 	if ev := p.x.eg.event; ev != nil {
 		p.x.eg.event = nil
-		ev.Refused = "exchange:" + why
+		ev.Refused = refused
 		p.core.events.Decided(*ev)
 	}
 	return p.Fail(f)
@@ -378,15 +487,30 @@ func (p *Plan) Undelegated(f *task.Fault, why string) wire.Rendered {
 // local agent: its interfaces point back at the egress listener
 // (Base/to/{name}), so the agent's client sends every call through writ,
 // and it advertises no security scheme (writ puts the credential on).
-func (p *Plan) egressCard(status int, body []byte) ([]byte, *wire.Rendered) {
+func (p *Plan) egressCard(ctx context.Context, status int, body []byte) ([]byte, *wire.Rendered) {
 	x := p.x
 	cards, ok := x.rt.edges.Cards()
 	if !ok || status != http.StatusOK {
 		return body, nil
 	}
-	card, version, err := cards.ParseCard(body)
+	// What is read is what a signature covers (when the target requires
+	// one): the verified content, never the bytes around it.
+	body, err := p.core.checkCard(ctx, x.rt, cards, body)
+	var card *task.AgentCard
+	var version string
 	if err == nil {
-		card = egressPublish(x.rt, card, x.eg.call.Base)
+		card, version, err = cards.ParseCard(body)
+	}
+	up := x.rt.upstream
+	if err == nil && x.rt.egress.Upstream == "" {
+		// Named by its card alone: its interfaces are read against the
+		// base the card itself names, and the calls that follow go there.
+		if up, err = cardBase(card); err == nil {
+			x.rt.cards.put(card, version)
+		}
+	}
+	if err == nil {
+		card = egressPublish(x.rt, up, card, x.eg.call.Base)
 		body, err = cards.RenderCard(card, version)
 	}
 	if err != nil {
@@ -400,12 +524,12 @@ func (p *Plan) egressCard(status int, body []byte) ([]byte, *wire.Rendered) {
 
 // egressPublish is a target's card as the local agent sees it through the
 // egress listener at base.
-func egressPublish(rt *route, up *task.AgentCard, base string) *task.AgentCard {
+func egressPublish(rt *route, upstream *url.URL, up *task.AgentCard, base string) *task.AgentCard {
 	card := *up
 	at := base + "/to/" + url.PathEscape(rt.agent.Name)
 	card.Interfaces = nil
 	for _, iface := range up.Interfaces {
-		iface.URL = rebase(iface.URL, at, rt.upstream)
+		iface.URL = rebase(iface.URL, at, upstream)
 		card.Interfaces = append(card.Interfaces, iface)
 	}
 	if len(card.Interfaces) == 0 {
@@ -454,7 +578,7 @@ func (c *Core) egressDirectory(ctx context.Context, inc Incoming, renderer adapt
 		if len(wanted) > 0 && overlap == 0 {
 			continue
 		}
-		card := egressPublish(rt, &task.AgentCard{Name: rt.agent.Name, Skills: rt.target.Skills}, inc.Egress.Base)
+		card := egressPublish(rt, rt.upstream, &task.AgentCard{Name: rt.agent.Name, Skills: rt.target.Skills}, inc.Egress.Base)
 		visible = append(visible, entry{overlap, card})
 	}
 	slices.SortStableFunc(visible, func(a, b entry) int { return b.overlap - a.overlap })

@@ -210,7 +210,7 @@ func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wi
 	}
 	c, x := p.core, p.x
 	if x.eg != nil && x.req.Operation == task.OpCard {
-		return p.egressCard(status, body)
+		return p.egressCard(ctx, status, body)
 	}
 	ans, ok := x.edge.(adapters.Answers)
 	if !ok {

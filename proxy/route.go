@@ -85,6 +85,9 @@ func (c *Core) match(hostport, path string) (*route, string) {
 // agent the platform named, else the one match finds. When ok is false, out
 // is the answer.
 func (c *Core) routeOf(inc Incoming) (rt *route, rest string, out Outcome, ok bool) {
+	if inc.Egress != nil {
+		return c.egressRoute(inc)
+	}
 	if inc.Route == "" {
 		if inc.Routed && c.cfg.Envoy.RequiresRouteName() {
 			c.log.Error("Envoy's route names no agent (writ-agent); refused (envoy.require_route_name)",
@@ -94,14 +97,6 @@ func (c *Core) routeOf(inc Incoming) (rt *route, rest string, out Outcome, ok bo
 		if rt, rest = c.match(inc.Host, inc.Path); rt == nil {
 			return nil, "", Outcome{Kind: NotFound, Answer: notFoundPage}, false
 		}
-		return rt, rest, Outcome{}, true
-	}
-	if inc.Egress != nil {
-		if rt = c.egress.targets[inc.Route]; rt == nil {
-			c.log.Info("egress: the agent called a target writ does not know", "target", inc.Route)
-			return nil, "", Outcome{Kind: NotFound, Answer: notFoundPage}, false
-		}
-		rest, _ = rt.prefixOf(inc.Path) // a target's route is "/": every path
 		return rt, rest, Outcome{}, true
 	}
 	if rt = c.byName[inc.Route]; rt == nil {
@@ -117,6 +112,22 @@ func (c *Core) routeOf(inc Incoming) (rt *route, rest string, out Outcome, ok bo
 			"agent", rt.agent.Name, "route", rt.agent.Route, "path", inc.Path, "mode", inc.Mode)
 		return nil, "", Outcome{Kind: NotFound, Answer: notFoundPage}, false
 	}
+	return rt, rest, Outcome{}, true
+}
+
+// egressRoute is the target an egress call names: by its name (Route), or
+// by its card's URL (Egress.CardURL), exactly; no target is guessed.
+func (c *Core) egressRoute(inc Incoming) (rt *route, rest string, out Outcome, ok bool) {
+	if u := inc.Egress.CardURL; u != "" {
+		rt = c.egress.byCard[u]
+	} else {
+		rt = c.egress.targets[inc.Route]
+	}
+	if rt == nil {
+		c.log.Info("egress: the agent called a target writ does not know", "target", inc.Route, "card_url", inc.Egress.CardURL)
+		return nil, "", Outcome{Kind: NotFound, Answer: notFoundPage}, false
+	}
+	rest, _ = rt.prefixOf(inc.Path) // a target's route is "/": every path
 	return rt, rest, Outcome{}, true
 }
 

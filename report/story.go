@@ -114,13 +114,48 @@ func (s *Summary) Delegation(chainID string) *Delegation {
 	if chainID == "" {
 		return nil
 	}
-	var decs []*Event
+	byChain, _ := s.chains()
+	return delegationOf(chainID, byChain[chainID])
+}
+
+// chains groups the logs' decisions by chain id, each chain in log order:
+// the decisions carrying it, then the inbound decisions its egress
+// decisions descend from that carry no chain id. Those are a delegation's
+// first hop when the token it started with had none (a token from the
+// identity provider, not yet exchanged: the STS mints the chain id at the
+// first exchange); without them the story would begin at the first agent's
+// call instead of at the request that caused it. ids lists the chain ids in
+// the order they first appear. A root that several chains descend from (its
+// agent called two targets, each exchange minting a chain id) is in each.
+func (s *Summary) chains() (byChain map[string][]*Event, ids []string) {
+	byChain = map[string][]*Event{}
+	roots := map[string]*Event{} // decision id → an ingress decision without a chain id
 	for i := range s.Events {
-		if e := &s.Events[i]; e.Type == TypeDecision && e.ChainID == chainID {
-			decs = append(decs, e)
+		e := &s.Events[i]
+		switch {
+		case e.Type != TypeDecision:
+		case e.ChainID != "":
+			if _, seen := byChain[e.ChainID]; !seen {
+				ids = append(ids, e.ChainID)
+			}
+			byChain[e.ChainID] = append(byChain[e.ChainID], e)
+		case direction(e) == events.DirectionIngress && e.DecisionID != "":
+			if _, dup := roots[e.DecisionID]; !dup {
+				roots[e.DecisionID] = e
+			}
 		}
 	}
-	return delegationOf(chainID, decs)
+	for _, id := range ids {
+		var added []*Event
+		for _, e := range byChain[id] {
+			r := roots[e.ParentDecisionID]
+			if direction(e) == events.DirectionEgress && r != nil && !slices.Contains(added, r) {
+				added = append(added, r)
+			}
+		}
+		byChain[id] = append(added, byChain[id]...)
+	}
+	return byChain, ids
 }
 
 // delegationOf orders one chain's decisions into its story.
@@ -202,8 +237,9 @@ func delegationOf(chainID string, decs []*Event) *Delegation {
 // decision descends from its parent_decision_id. An ingress decision
 // descends from the egress decision that made its call: the one whose
 // intermediaries are the ingress caller's chain and agent, whose initiator
-// is its user and whose target is its route, the nearest in time (the writs'
-// clocks need not agree, so a call may seem to arrive before it left).
+// is its user and whose target is its route, of the same operation when
+// there is one, the nearest in time (the writs' clocks need not agree, so a
+// call may seem to arrive before it left).
 func joinSteps(decs []*Event) ([]int, []string) {
 	parent := make([]int, len(decs))
 	how := make([]string, len(decs))
@@ -225,6 +261,7 @@ func joinSteps(decs []*Event) ([]int, []string) {
 		}
 		best := -1
 		var bestGap time.Duration
+		bestOp := false
 		for j, c := range decs {
 			if direction(c) != events.DirectionEgress || !callOf(c, e) {
 				continue
@@ -233,8 +270,11 @@ func joinSteps(decs []*Event) ([]int, []string) {
 			if gap < 0 {
 				gap = -gap
 			}
-			if best < 0 || gap < bestGap {
-				best, bestGap = j, gap
+			// A call of the same operation first (an agent's client fetches
+			// the card, then sends: two calls on one hop), then the nearest.
+			sameOp := c.Operation == e.Operation
+			if best < 0 || sameOp && !bestOp || sameOp == bestOp && gap < bestGap {
+				best, bestGap, bestOp = j, gap, sameOp
 			}
 		}
 		if best >= 0 {
@@ -275,18 +315,7 @@ func callOf(out, in *Event) bool {
 
 // Delegations lists the chain ids of the logs, the most recent first.
 func (s *Summary) Delegations() []DelegationSummary {
-	var ids []string
-	byChain := map[string][]*Event{}
-	for i := range s.Events {
-		e := &s.Events[i]
-		if e.Type != TypeDecision || e.ChainID == "" {
-			continue
-		}
-		if _, seen := byChain[e.ChainID]; !seen {
-			ids = append(ids, e.ChainID)
-		}
-		byChain[e.ChainID] = append(byChain[e.ChainID], e)
-	}
+	byChain, ids := s.chains()
 	out := make([]DelegationSummary, 0, len(ids))
 	for _, id := range ids {
 		d := delegationOf(id, byChain[id])

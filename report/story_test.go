@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -288,5 +289,58 @@ func TestStoryOfACycle(t *testing.T) {
 		if st.DecisionID == "e-2" && (st.Joined != JoinedParent || d.Steps[st.After-1].DecisionID != "i-1") {
 			t.Errorf("e-2: %+v", st)
 		}
+	}
+}
+
+// TestStoryStartsAtTheRequestWithoutChainID: the token a delegation started
+// with came from the identity provider and carried no chain id (the STS
+// mints it at the first exchange), so the first agent's inbound decision
+// has none; the story begins at it all the same, joined by the
+// parent_decision_id of the calls it caused, and another delegation's root
+// stays out.
+func TestStoryStartsAtTheRequestWithoutChainID(t *testing.T) {
+	root := ingress("a-in", "agent-a", at(0), caller("portal"))
+	root.ChainID = ""
+	other := ingress("z-in", "agent-a", at(1), caller("portal"))
+	other.ChainID = ""
+	path := writeWritLog(t, t.TempDir(), "a.log", root, other,
+		egress("a-out", "agent-a", "a-in", "agent-b", at(10), "portal", "agent-a"),
+		ingress("b-in", "agent-b", at(12), caller("agent-a", "portal")))
+	s := readSources(t, path)
+	d := s.Delegation(chainID)
+	var got []string
+	for _, st := range d.Steps {
+		got = append(got, st.DecisionID+" "+st.Joined)
+	}
+	if want := []string{"a-in ", "a-out " + JoinedParent, "b-in " + JoinedCall}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("steps %q, want %q", got, want)
+	}
+	if d.Hops != 2 || d.Initiator != "analyst-7" {
+		t.Errorf("delegation %+v", d)
+	}
+	if l := s.Delegations(); len(l) != 1 || l[0].Decisions != 3 {
+		t.Errorf("delegations %+v", l)
+	}
+}
+
+// TestStoryJoinsTheCallOfItsOperation: an agent's client fetches the card,
+// then sends, on one hop; each of the target writ's decisions follows the
+// call of its own operation, even when the other call is nearer in time.
+func TestStoryJoinsTheCallOfItsOperation(t *testing.T) {
+	card := egress("a-card", "agent-a", "a-in", "agent-b", at(10), "portal", "agent-a")
+	card.Operation = task.OpCard
+	inCard := ingress("b-card", "agent-b", at(40), caller("agent-a", "portal"))
+	inCard.Operation = task.OpCard
+	path := writeWritLog(t, t.TempDir(), "all.log",
+		ingress("a-in", "agent-a", at(0), caller("portal")), card,
+		egress("a-send", "agent-a", "a-in", "agent-b", at(45), "portal", "agent-a"), inCard,
+		ingress("b-send", "agent-b", at(50), caller("agent-a", "portal")))
+	d := readSources(t, path).Delegation(chainID)
+	var got []string
+	for _, st := range d.Steps {
+		got = append(got, fmt.Sprintf("%s after %d", st.DecisionID, st.After))
+	}
+	if want := []string{"a-in after 0", "a-card after 1", "b-card after 2", "a-send after 1", "b-send after 4"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("steps %v, want %v", got, want)
 	}
 }

@@ -160,7 +160,7 @@ func HasConfigKey(key string) bool {
 	return false
 }
 
-// Proc is a running `writ serve`.
+// Proc is a running `writ serve` (or `writ sts`: StartSTS).
 type Proc struct {
 	t   testing.TB
 	cmd *exec.Cmd
@@ -199,15 +199,67 @@ type Options struct {
 // SIGKILL after the drain deadline); it also dies with the test process.
 func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 	t.Helper()
+	p := start(t, bin, "serve", "writ.yaml", yaml, "writ is serving", o)
+	line, _ := p.log.find("writ is serving")
+	var l struct {
+		Listen string `json:"listen"`
+		Admin  string `json:"admin"`
+	}
+	_ = json.Unmarshal([]byte(line), &l)
+	p.URL, p.AdminURL = "http://"+l.Listen, "http://"+l.Admin
+	if line, ok := p.log.find("Envoy mode: ext_authz is serving"); ok {
+		var e struct {
+			GRPC string `json:"grpc"`
+		}
+		_ = json.Unmarshal([]byte(line), &e)
+		p.GRPCAddr = e.GRPC
+	}
+	if line, ok := p.log.find("egress is serving"); ok {
+		var e struct {
+			Addr string `json:"addr"`
+		}
+		_ = json.Unmarshal([]byte(line), &e)
+		p.EgressURL = "http://" + e.Addr
+	}
+	if line, ok := p.log.find("Envoy mode: ext_proc is serving"); ok {
+		var e struct {
+			Addr string `json:"addr"`
+		}
+		_ = json.Unmarshal([]byte(line), &e)
+		p.ExtProcAddr = e.Addr
+	}
+	return p
+}
+
+// StartSTS writes yaml to Dir/sts.yaml, runs `writ sts -config` on it and
+// waits until it serves; the Proc's URL is then the STS's issuer. It is
+// stopped like a writ serve.
+func StartSTS(t testing.TB, bin, yaml string, o Options) *Proc {
+	t.Helper()
+	const ready = "writ sts is serving"
+	p := start(t, bin, "sts", "sts.yaml", yaml, ready, o)
+	line, _ := p.log.find(ready)
+	var l struct {
+		Issuer string `json:"issuer"`
+	}
+	_ = json.Unmarshal([]byte(line), &l)
+	p.URL = l.Issuer
+	return p
+}
+
+// start writes yaml to Dir/file, runs `writ <command> -config` on it and
+// waits until it logs ready.
+func start(t testing.TB, bin, command, file, yaml, ready string, o Options) *Proc {
+	t.Helper()
 	if o.Dir == "" {
 		o.Dir = t.TempDir()
 	}
-	path := filepath.Join(o.Dir, "writ.yaml")
+	path := filepath.Join(o.Dir, file)
 	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := &Proc{t: t, Dir: o.Dir, DecisionLog: o.DecisionLog, log: newLogBuffer(4 << 20), exited: make(chan struct{})}
-	args := append([]string{"serve", "-config", path}, o.Args...)
+	args := append([]string{command, "-config", path}, o.Args...)
 	if o.Command != nil {
 		p.cmd = o.Command(args)
 	} else {
@@ -218,7 +270,7 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 	p.cmd.Stderr = p.log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start writ: %v", err)
+		t.Fatalf("start writ %s: %v", command, err)
 	}
 	go func() {
 		p.err = p.cmd.Wait()
@@ -227,47 +279,20 @@ func Start(t testing.TB, bin, yaml string, o Options) *Proc {
 	t.Cleanup(func() {
 		_ = p.Stop()
 		if t.Failed() {
-			t.Logf("writ log (tail):\n%s", p.log.tail(16<<10))
+			t.Logf("writ %s log (tail):\n%s", command, p.log.tail(16<<10))
 		}
 	})
 	deadline := time.After(readyTimeout)
 	for {
-		if line, ok := p.log.find("writ is serving"); ok {
-			var l struct {
-				Listen string `json:"listen"`
-				Admin  string `json:"admin"`
-			}
-			_ = json.Unmarshal([]byte(line), &l)
-			p.URL, p.AdminURL = "http://"+l.Listen, "http://"+l.Admin
-			if line, ok := p.log.find("Envoy mode: ext_authz is serving"); ok {
-				var e struct {
-					GRPC string `json:"grpc"`
-				}
-				_ = json.Unmarshal([]byte(line), &e)
-				p.GRPCAddr = e.GRPC
-			}
-			if line, ok := p.log.find("egress is serving"); ok {
-				var e struct {
-					Addr string `json:"addr"`
-				}
-				_ = json.Unmarshal([]byte(line), &e)
-				p.EgressURL = "http://" + e.Addr
-			}
-			if line, ok := p.log.find("Envoy mode: ext_proc is serving"); ok {
-				var e struct {
-					Addr string `json:"addr"`
-				}
-				_ = json.Unmarshal([]byte(line), &e)
-				p.ExtProcAddr = e.Addr
-			}
+		if _, ok := p.log.find(ready); ok {
 			return p
 		}
 		select {
 		case <-p.exited:
-			t.Fatalf("writ exited before serving: %v\n%s", p.err, p.log.tail(16<<10))
+			t.Fatalf("writ %s exited before serving: %v\n%s", command, p.err, p.log.tail(16<<10))
 		case <-deadline:
 			_ = p.Stop()
-			t.Fatalf("writ did not log 'writ is serving' within %s\n%s", readyTimeout, p.log.tail(16<<10))
+			t.Fatalf("writ %s did not log %q within %s\n%s", command, ready, readyTimeout, p.log.tail(16<<10))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}

@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -82,8 +83,13 @@ type Server struct {
 
 var _ http.Handler = (*Server)(nil)
 
-// targetPrefix starts the path of a call to a target: /to/{agent}/...
-const targetPrefix = "/to/"
+// targetPrefix starts the path of a call to a target: /to/{agent}/...;
+// cardPrefix that of a call to a target named by its card:
+// /card/{card URL, escaped}/...
+const (
+	targetPrefix = "/to/"
+	cardPrefix   = "/card/"
+)
 
 // New builds the egress door over the admission core from a validated
 // config with egress on; exch obtains the outbound tokens. Calls leave
@@ -192,7 +198,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	inc, ok := s.incoming(r)
 	if !ok {
-		proxy.WriteAnswer(w, plain(http.StatusNotFound, "no target: call /to/{agent}/..., or GET "+directoryPath), "")
+		proxy.WriteAnswer(w, plain(http.StatusNotFound, "no target: call /to/{agent}/... or /card/{card URL}/..., or GET "+directoryPath), "")
 		return
 	}
 	if parents := r.Header.Values(writheader.Parent); len(parents) > 1 {
@@ -236,6 +242,9 @@ func (s *Server) incoming(r *http.Request) (proxy.Incoming, bool) {
 	if raw == directoryPath {
 		return inc, true
 	}
+	if after, ok := strings.CutPrefix(raw, cardPrefix); ok {
+		return byCard(r, inc, after)
+	}
 	after, ok := strings.CutPrefix(raw, targetPrefix)
 	if !ok {
 		return proxy.Incoming{}, false
@@ -249,6 +258,25 @@ func (s *Server) incoming(r *http.Request) (proxy.Incoming, bool) {
 	inc.Route, inc.RawPath = name, "/"+rest
 	// The name has no escapes: the decoded path starts with it too.
 	inc.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, targetPrefix+name), "/")
+	return inc, true
+}
+
+// byCard maps a call to a target named by its card, /card/{card URL,
+// escaped as one path segment}/rest: the core finds the target whose
+// card_url is that URL, exactly. ok is false for a segment that is no URL.
+func byCard(r *http.Request, inc proxy.Incoming, after string) (proxy.Incoming, bool) {
+	seg, rest, _ := strings.Cut(after, "/")
+	card, err := url.PathUnescape(seg)
+	if err != nil || card == "" {
+		return proxy.Incoming{}, false
+	}
+	// The decoded path holds the URL decoded; below it is the call's path.
+	below, ok := strings.CutPrefix(r.URL.Path, cardPrefix+card)
+	if !ok {
+		return proxy.Incoming{}, false
+	}
+	inc.Egress.CardURL, inc.RawPath = card, "/"+rest
+	inc.Path = "/" + strings.TrimPrefix(below, "/")
 	return inc, true
 }
 
@@ -275,10 +303,12 @@ func (s *Server) delegate(ctx context.Context, p *proxy.Plan, w http.ResponseWri
 		proxy.WriteAnswer(w, p.Undelegated(exchangeFault(err), kind), "")
 		return false
 	}
-	if refused := p.Delegate(proxy.Delegated{Token: tok.Value, ChainID: tok.ChainID, Actors: tok.Actors, Subject: tok.Subject}); refused != nil {
-		s.failMu.Lock()
-		s.failures["chain_mismatch"]++
-		s.failMu.Unlock()
+	if refused, why := p.Delegate(ctx, proxy.Delegated{Token: tok.Value, ChainID: tok.ChainID, Actors: tok.Actors, Subject: tok.Subject}); refused != nil {
+		if why == proxy.DelegateChainMismatch {
+			s.failMu.Lock()
+			s.failures[why]++
+			s.failMu.Unlock()
+		}
 		proxy.WriteAnswer(w, *refused, "")
 		return false
 	}

@@ -240,6 +240,11 @@ type worldOptions struct {
 	// agent, when set, starts the local agent given the egress listener's
 	// URL and returns its base URL (default: a fake agent).
 	agent func(egressURL string) string
+	// targets are more of writ A's egress.targets (YAML list items), named
+	// in audiences for the STS; top is more of writ A's top-level config.
+	targets   string
+	audiences []string
+	top       string
 }
 
 func newWorld(t testing.TB, opt worldOptions) *world {
@@ -254,7 +259,8 @@ func newWorld(t testing.TB, opt worldOptions) *world {
 	write(t, secrets, local+": "+secretOfA+"\n")
 	secretFile := filepath.Join(dir, "secret")
 	write(t, secretFile, secretOfA)
-	audiences := []string{"agent:" + screener, "agent:raw", "agent:internal-only", "agent:retail-only", "agent:orchestrator", "agent:" + local}
+	audiences := append([]string{"agent:" + screener, "agent:raw", "agent:internal-only", "agent:retail-only", "agent:orchestrator", "agent:" + local},
+		opt.audiences...)
 	sc := config.STS{Listen: "127.0.0.1:0", Audiences: audiences, ClientSecretsFile: secrets,
 		SubjectIssuers: []config.JWTIssuer{{Issuer: proxytest.Issuer, Audiences: []string{"writ"}, JWKSFile: w.idp.JWKSFile}}}
 	sc.ApplyDefaults()
@@ -312,7 +318,7 @@ agents:
 		return fmt.Sprintf("    - {name: %s, upstream: %q, protocol: a2a, owner: o, security_schemes: [oauth2]%s}\n",
 			name, upstream, extra)
 	}
-	w.a = startWrit(t, fmt.Sprintf(`policies: %s
+	w.a = startWrit(t, opt.top+fmt.Sprintf(`policies: %s
 limits: {upstream_timeout: 5s, stream_idle_timeout: 5s}
 identity:
   jwt:
@@ -338,7 +344,8 @@ egress:
 		target("internal-only", w.trap.URL, ", max_data_classification: internal")+
 		target("retail-only", w.trap.URL, ", tenants: [retail]")+
 		target("orchestrator", w.trap.URL, "")+
-		target(local, w.trap.URL, ""))
+		target(local, w.trap.URL, "")+
+		opt.targets)
 	return w
 }
 

@@ -20,12 +20,14 @@
 //              artifacts>]`, or "none". What it was given is what it tells.
 //   delegator  delegates onward through its writ's egress listener (docs/egress.md): for
 //              each message it sends the same text to --delegate-to NAME at
-//              --egress URL/to/NAME (the card resolved there, then SendMessage; A2A 0.3
+//              --egress URL/to/NAME (NAME a card's URL: at URL/card/{NAME, escaped}; the
+//              card resolved there, then SendMessage; A2A 0.3
 //              targets too, through the SDK's legacyCompat), passing the Writ-Decision-Id
 //              writ gave the inbound request as Writ-Parent on every call of the SDK
 //              client (its fetch). working -> completed "delegated to NAME: <state>
 //              <the target's last status text>", or failed "delegation refused: <the
-//              SDK's error>" when the call is refused.
+//              SDK's error> [<writ's reasons in the refused answer>]" when the call is
+//              refused.
 // Cancelling a task that is already terminal (canceled included) answers
 // TaskNotCancelable (-32002); the stock SDK answers a repeated cancel with the task.
 //
@@ -105,6 +107,20 @@ function beneficiary(msg) {
   return DEFAULT_BENEFICIARY;
 }
 
+// writReasons are the reasons writ put in an error answer (the ErrorInfo
+// details of its domain, in any of the protocols' shapes), in order, once each.
+function writReasons(body) {
+  const out = [];
+  const walk = (v) => {
+    if (Array.isArray(v)) { v.forEach(walk); return; }
+    if (v === null || typeof v !== 'object') return;
+    if (v.domain === 'writ' && typeof v.reason === 'string' && !out.includes(v.reason)) out.push(v.reason);
+    Object.values(v).forEach(walk);
+  };
+  try { walk(JSON.parse(body)); } catch { /* not JSON: no reasons */ }
+  return out;
+}
+
 // ---------- executor ----------
 class SeedExecutor extends Executor {
   screen(bus, taskId, contextId, msg) {
@@ -128,13 +144,19 @@ class SeedExecutor extends Executor {
   async delegate(bus, taskId, contextId, msg) {
     const target = args['delegate-to'];
     const parent = requestStore.getStore()?.decisionId || '';
+    let refusal = []; // writ's codes in the last refused answer: the SDK's error does not always carry them
     const withParent = async (input, init = {}) => {
       const headers = new Headers(init.headers ?? (input instanceof Request ? input.headers : undefined));
       if (parent) headers.set('Writ-Parent', parent);
-      return fetch(input, { ...init, headers });
+      const res = await fetch(input, { ...init, headers });
+      if (!res.ok) refusal = writReasons(await res.clone().text());
+      return res;
     };
     try {
-      const base = `${args.egress.replace(/\/+$/, '')}/to/${encodeURIComponent(target)}/`; // the trailing slash: the card resolves below it
+      // A target named by its card's URL is called at /card/{that URL}/, else at /to/{name}/;
+      // the trailing slash: the card resolves below it.
+      const egress = args.egress.replace(/\/+$/, '');
+      const base = /^https?:\/\//.test(target) ? `${egress}/card/${encodeURIComponent(target)}/` : `${egress}/to/${encodeURIComponent(target)}/`;
       const client = await clientFactory(withParent, 'jsonrpc', { enabled: true }).createFromUrl(base);
       const res = await client.sendMessage({ message: userMessage([textPart(textOf(msg) || 'delegated')]) });
       const task = res?.task ?? res;
@@ -142,7 +164,8 @@ class SeedExecutor extends Executor {
       const said = textOf(task?.status?.message) || textOf(res?.message) || '';
       this.status(bus, taskId, contextId, TaskState.TASK_STATE_COMPLETED, `delegated to ${target}: ${state} ${said}`.trim());
     } catch (err) {
-      this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, `delegation refused: ${err?.message ?? err}`);
+      const codes = refusal.length > 0 ? ` [${refusal.join(', ')}]` : '';
+      this.status(bus, taskId, contextId, TaskState.TASK_STATE_FAILED, `delegation refused: ${err?.message ?? err}${codes}`);
     }
   }
 

@@ -11,7 +11,7 @@ OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
 
-.PHONY: build install test test-deps gotestsum run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
+.PHONY: build install test test-deps gotestsum grpcurl run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
 
 # `writ version` reads the module version and the commit from the build info;
 # the build time is the one thing Go does not record, so these targets do.
@@ -56,14 +56,17 @@ CI_OUT    ?= $(CURDIR)/.ci-out
 STEP      := CI_OUT=$(CI_OUT) bash .ci/step
 GOTESTSUM_VERSION := v1.13.0
 GOTESTSUM := $(TOOLS)/gotestsum
+# grpcurl runs docs/envoy.md's CheckRequest as printed (internal/envoycheck).
+GRPCURL_VERSION := v1.9.4
+GRPCURL   := $(TOOLS)/grpcurl
 GOTEST    := $(GOTESTSUM) --format standard-quiet --hide-summary=skipped
 test:
 	@rm -rf $(CI_OUT) && mkdir -p $(CI_OUT)
 	@$(STEP) deps $(MAKE) --no-print-directory deps
 	@$(STEP) test-deps bash .ci/deps
-	@$(STEP) build $(MAKE) --no-print-directory build gotestsum
+	@$(STEP) build $(MAKE) --no-print-directory build gotestsum grpcurl
 	@$(STEP) check $(MAKE) --no-print-directory check
-	@$(STEP) go-test env WRIT_BIN=$(CURDIR)/$(BIN) $(GOTEST) --jsonfile $(CI_OUT)/go-test.json -- -race -count=1 ./...
+	@$(STEP) go-test env WRIT_BIN=$(CURDIR)/$(BIN) GRPCURL=$(GRPCURL) $(GOTEST) --jsonfile $(CI_OUT)/go-test.json -- -race -count=1 ./...
 	@$(STEP) helm-test sh -c 'cd $(HELM_TESTS) && $(GOTEST) --jsonfile $(CI_OUT)/helm-test.json -- -count=1 ./...'
 	@$(STEP) fuzz env FUZZTIME=$(FUZZTIME_CI) GO=$(GO) bash .ci/fuzz
 	@$(STEP) soak env WRIT_BIN=$(CURDIR)/$(BIN) SOAK=60s SOAK_RATE=$(SOAK_RATE) SOAK_OUT= \
@@ -137,6 +140,13 @@ gotestsum:
 	@if ! "$(GOTESTSUM)" --version 2>/dev/null | grep -q "$(GOTESTSUM_VERSION:v%=%)"; then \
 	  echo "installing gotestsum $(GOTESTSUM_VERSION) into .tools/"; \
 	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install gotest.tools/gotestsum@$(GOTESTSUM_VERSION)); fi
+
+grpcurl:
+	@# go install leaves grpcurl's -version unset: a stamp file names the version.
+	@if [ ! -x "$(GRPCURL)" ] || [ ! -e "$(TOOLS)/.grpcurl-$(GRPCURL_VERSION)" ]; then \
+	  echo "installing grpcurl $(GRPCURL_VERSION) into .tools/"; \
+	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)) && \
+	  touch "$(TOOLS)/.grpcurl-$(GRPCURL_VERSION)"; fi
 
 golangci:
 	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "$(GOLANGCI_VERSION:v%=%)"; then \

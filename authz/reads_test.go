@@ -40,7 +40,7 @@ func joined(paths [][]string) []string {
 func TestReadsShipped(t *testing.T) {
 	p := loadShipped(t)
 	want := []string{"caller.agent_id", "caller.authenticated", "caller.classification", "caller.delegation_chain",
-		"caller.hops", "caller.method", "caller.scopes", "caller.tenant", "caller.user_id", "operation", "push", "request.tenant", "target.max_data_classification",
+		"caller.hops", "caller.method", "caller.scopes", "caller.tenant", "caller.user_id", "direction", "operation", "push", "request.tenant", "target.max_data_classification",
 		"target.name", "target.security_schemes", "target.tenants", "task.data_classification", "task.id", "task.owner"}
 	if p.reads.all || p.reads.nondeterministic || !slices.Equal(joined(p.reads.paths), want) {
 		t.Fatalf("reads = %+v\nwant %v", p.reads, want)

@@ -76,7 +76,7 @@ type EgressTarget struct {
 	RequireSignedCard bool `yaml:"require_signed_card"`
 	// CardKeys is a JWKS file: the only keys the agent's card may be signed
 	// with (its jku is then never fetched). It turns the check on too.
-	CardKeys string `yaml:"card_keys"`
+	CardKeys string `yaml:"card_keys" writ:"path"`
 	// Protocol, JSONRPCPath, Owner, Tenants, MaxDataClassification,
 	// SecuritySchemes and Skills are as agents[] has them.
 	Protocol              string       `yaml:"protocol"`

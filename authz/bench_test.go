@@ -119,11 +119,12 @@ func BenchmarkEvaluatePartial(b *testing.B) {
 	p := loadShipped(b)
 	in := BuildInput(benchFacts(benchCaller(b)))
 	ctx := context.Background()
-	tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
-	prog, input := tp.prog.Load(), p.value(in, tp.tv)
+	tp := p.forTarget(ctx, &in.Target, in.Operation, in.Task.ID != "", nil)
+	prog := tp.prog.Load()
 	if prog == nil {
 		b.Fatal("no residual")
 	}
+	input := prog.view.value(p.Revision, in, prog.tv)
 	b.ReportAllocs()
 	for b.Loop() {
 		if d, err := p.decision(ctx, prog, input); err != nil || !d.Allow {

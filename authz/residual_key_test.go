@@ -298,21 +298,17 @@ func TestResidualKeySoundness(t *testing.T) {
 		}
 	})
 	t.Run("ownership by user", func(t *testing.T) {
-		dir := copyPolicies(t)
-		setData(t, dir, `"ownership": "agent"`, `"ownership": "user"`)
-		p, err := LoadPolicy(context.Background(), []string{dir}, LoadOptions{SkipTests: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, v := range keyViolations(t, p, bases, donors) {
+		for _, v := range keyViolations(t, ownershipByUser(t), bases, donors) {
 			t.Error(v)
 		}
 	})
 }
 
-// TestResidualKeyCatchesAnOmission: the soundness check above fails when the
-// key of the residuals of a send (naming a task or not) leaves out any one
-// of the paths it encodes: each of them decides something.
+// TestResidualKeyCatchesAnOmission: the soundness check above, and the
+// engine's decisions through its cache (TestCachedDecisionsMatchWhole),
+// fail when the key of the residuals of a send (naming a task or not)
+// leaves out any one of the paths it encodes: each of them decides
+// something.
 func TestResidualKeyCatchesAnOmission(t *testing.T) {
 	ctx := context.Background()
 	p := loadShipped(t)
@@ -331,6 +327,7 @@ func TestResidualKeyCatchesAnOmission(t *testing.T) {
 			}
 		}
 	}
+	stream := keyStream(sends, donors, 9)
 	for _, named := range []bool{false, true} {
 		tp := p.forTarget(ctx, &BuildInput(facts(investigator, sanctions)).Target, "send", named, nil)
 		prog := tp.prog.Load()
@@ -346,7 +343,184 @@ func TestResidualKeyCatchesAnOmission(t *testing.T) {
 			if len(keyViolations(t, p, sends, donors)) == 0 {
 				t.Errorf("send (names a task: %v): a key without %s passes the soundness check", named, strings.Join(path, "."))
 			}
+			if bad, _ := engineMismatches(t, p, stream, true); len(bad) == 0 {
+				t.Errorf("send (names a task: %v): with a key without %s the engine still decides as the whole policy", named, strings.Join(path, "."))
+			}
 			tp.prog.Store(prog)
 		}
+	}
+}
+
+// keyStream is bases with derived inputs mixed in at random (fixed seed):
+// for each base, every leaf a donor differs at, taken one at a time, and
+// the base from several other subjects.
+func keyStream(bases, donors []*Input, seed uint64) []*Input {
+	var out []*Input
+	for _, base := range bases {
+		out = append(out, base)
+		for _, donor := range donors {
+			for _, path := range leafSwaps(base, donor) {
+				out = append(out, withLeaf(base, path, donor))
+			}
+		}
+		for i := range 3 {
+			m := *base
+			m.Caller.UserID = fmt.Sprintf("u-%d", 100+i)
+			out = append(out, &m)
+		}
+	}
+	rng := rand.New(rand.NewPCG(seed, 28))
+	rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	return out
+}
+
+// engineMismatches decides each input of stream, twice over, through an
+// engine with a decision cache and returns a line for each decision that
+// differs from the whole policy's on the whole input, and how many of the
+// decisions were cache hits; it stops at the first mismatch when first.
+func engineMismatches(t *testing.T, p *Policy, stream []*Input, first bool) (out []string, hits int) {
+	t.Helper()
+	ctx := context.Background()
+	e, err := NewEngine(p, Options{CacheSize: len(stream) + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for pass := range 2 {
+		for i, in := range stream {
+			got, gerr := e.Decide(ctx, in)
+			if got.CacheHit {
+				hits++
+			}
+			want, werr := evaluate(ctx, p, in)
+			if !sameDecision(got, gerr, want, werr) {
+				out = append(out, fmt.Sprintf("pass %d, input %d (%s to %q by %q/%q, task %q): cached=%v decided %v, whole %v",
+					pass, i, in.Operation, in.Target.Name, in.Caller.AgentID, in.Caller.UserID, in.Task.ID, got.CacheHit, codes(got), codes(want)))
+				if first {
+					return out, hits
+				}
+			}
+		}
+	}
+	return out, hits
+}
+
+// TestCachedDecisionsMatchWhole: every decision Decide returns, from the
+// cache or not, over a shuffled stream of inputs (the matrix's targets and
+// operations, callers of other subjects, tenants and chains, task ids and
+// owners, push configs, data levels), is the decision of the whole policy
+// on the whole input; and the stream does hit, across subjects too.
+//
+// Threat: a decision cached under a key that leaves out something the rule
+// for this target and operation reads answers a request it was not made
+// for (another tenant's, another owner's). Defence: keyOn encodes the
+// residual's name and every path it reaches; this test goes through the
+// engine as a request does, cache included, and compares each answer with
+// a fresh evaluation of the whole policy.
+func TestCachedDecisionsMatchWhole(t *testing.T) {
+	n := 160
+	if testing.Short() || raceEnabled {
+		n = 40
+	}
+	stream := keyStream(keyBases(n), keyDonors(), 7)
+	for name, p := range map[string]*Policy{"shipped": loadShipped(t), "ownership by user": ownershipByUser(t)} {
+		bad, hits := engineMismatches(t, p, stream, false)
+		for _, line := range bad {
+			t.Errorf("%s: %s", name, line)
+		}
+		if hits <= len(stream) {
+			t.Errorf("%s: %d hits in %d decisions: the second pass alone should hit %d", name, hits, 2*len(stream), len(stream))
+		}
+	}
+}
+
+// ownershipByUser is the shipped policy with its data's ownership mode
+// "user": a task is its user's, not its agent's.
+func ownershipByUser(t *testing.T) *Policy {
+	t.Helper()
+	dir := copyPolicies(t)
+	setData(t, dir, `"ownership": "agent"`, `"ownership": "user"`)
+	p, err := LoadPolicy(context.Background(), []string{dir}, LoadOptions{SkipTests: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestOpaqueReadsKeyOnEverything: a custom policy that reads the input in a
+// way the analysis cannot follow (walk over it, the whole input or task
+// marshalled) keys its residual's decisions on the whole input; one that
+// picks a member at evaluation time (input[k], input.caller[k],
+// input.task[k]) on what partial evaluation leaves of that pick, which
+// covers the member: a decision for one subject or context never answers
+// another, on a send that names a task or not.
+//
+// Threat: a policy written against writ/v1 with walk, json.marshal(input) or
+// input[k] decides on the subject while the analysis sees no read of it, so
+// its decisions would hit across subjects. Defence: such a use reads
+// everything (reads.all) in the residual's own analysis too, and keyOn then
+// encodes every member of the input; a dynamic pick reads at least the
+// member it picks from.
+func TestOpaqueReadsKeyOnEverything(t *testing.T) {
+	ctx := context.Background()
+	head := "package writ.authz\n\ndecision := {\"allow\": allow, \"denials\": []}\n\ndefault allow := false\n\n"
+	subject := func(f *Facts, v string) {
+		f.Caller.UserID, f.Caller.Claims = v, map[string]any{"sub": v}
+		f.Caller.ClaimsDigest = identity.DigestClaims(f.Caller.Claims)
+	}
+	contextID := func(f *Facts, v string) { f.Request.ContextID = v }
+	for name, c := range map[string]struct {
+		rego string
+		set  func(*Facts, string)
+		// all: the residual reads everything; else it reads path.
+		all  bool
+		path string
+	}{
+		"walk":           {"allow if { walk(input, [path, v]); path[count(path) - 1] == \"user_id\"; v == \"u-42\" }", subject, true, ""},
+		"marshalled":     {"allow if contains(json.marshal(input), \"\\\"u-42\\\"\")", subject, true, ""},
+		"dynamic top":    {"allow if { some k; input[k].user_id == \"u-42\" }", subject, false, "caller.user_id"},
+		"dynamic member": {"allow if { some k; input.caller[k] == \"u-42\" }", subject, false, "caller"},
+		"dynamic task":   {"allow if { some k; input.task[k] == \"u-42\" }", contextID, false, "task.context_id"},
+		"task whole":     {"allow if contains(json.marshal(input.task), \"\\\"u-42\\\"\")", contextID, false, "task"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := loadRego(t, head+c.rego+"\n")
+			for _, taskID := range []string{"", "t-1"} {
+				e, _ := NewEngine(p, Options{})
+				as := func(v string) *Input {
+					f := facts(investigator, sanctions)
+					c.set(f, v)
+					f.Request.TaskID = taskID
+					return BuildInput(f)
+				}
+				in := as("u-42")
+				tp, prog := p.program(ctx, in, nil)
+				if tp == nil || prog == nil || prog.view == nil {
+					t.Fatal("no residual for the send")
+				}
+				reads := prog.view.reads
+				if c.all && !reads.all {
+					t.Fatalf("task %q: the residual does not read everything: %v", taskID, joined(reads.paths))
+				}
+				if !c.all && !reads.all && !slices.ContainsFunc(reads.paths, func(p []string) bool {
+					return strings.HasPrefix(c.path+".", strings.Join(p, ".")+".")
+				}) {
+					t.Fatalf("task %q: the residual does not read %s: %v", taskID, c.path, joined(reads.paths))
+				}
+				if c.all {
+					other := as("u-42")
+					other.Request.Path = "/elsewhere" // read by nothing but the opaque use
+					if p.keyOn(tp, prog, other) == p.keyOn(tp, prog, in) {
+						t.Fatal("a residual that reads everything is not keyed on every member")
+					}
+				}
+				for i, v := range []string{"u-42", "u-7", "u-42", "u-8"} {
+					d, err := e.Decide(ctx, as(v))
+					want, werr := evaluate(ctx, p, as(v))
+					if !sameDecision(d, err, want, werr) || d.Allow != (v == "u-42") || d.CacheHit != (i == 2) {
+						t.Fatalf("task %q, %s: allow=%v hit=%v, whole policy %v", taskID, v, d.Allow, d.CacheHit, want.Allow)
+					}
+				}
+			}
+		})
 	}
 }

@@ -217,6 +217,65 @@ func BenchmarkDecideNewToken(b *testing.B) {
 	}
 }
 
+// newSubjectCallers are n callers as tokens of n different subjects of the
+// benchmark caller's agent would make them: another sub (user id) each, the
+// rest of the claims the same, each with its claims digest.
+func newSubjectCallers(c identity.Caller, n int) []identity.Caller {
+	out := newTokenCallers(c, n)
+	for i := range out {
+		out[i].UserID = "u-bench-" + strconv.Itoa(i)
+		out[i].Claims["sub"] = out[i].UserID
+		out[i].ClaimsDigest = identity.DigestClaims(out[i].Claims)
+	}
+	return out
+}
+
+// BenchmarkDecideNewSubject: the benchmark delegation (a send that names no
+// task) from another subject each time, every request from another person:
+// the distinct-subject workload. The residual of such a send reads nothing
+// of the subject, so after the first decision each is a hit.
+func BenchmarkDecideNewSubject(b *testing.B) {
+	e, err := NewEngine(loadShipped(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	callers := newSubjectCallers(benchCaller(b), 20000)
+	f := benchFacts(callers[0])
+	ctx := context.Background()
+	e.Decide(ctx, BuildInput(f))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.Caller = callers[i%len(callers)]
+		if d, _ := e.Decide(ctx, BuildInput(f)); !d.Allow || !d.CacheHit {
+			b.Fatalf("%+v", d)
+		}
+	}
+}
+
+// BenchmarkDecideNewSubjectReply: a reply to a running task of the caller's
+// agent from another subject each time: the ownership check reads the
+// subject, so each decision is a miss (the distinct-subject workload's cold
+// path).
+func BenchmarkDecideNewSubjectReply(b *testing.B) {
+	e, err := NewEngine(loadShipped(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	callers := newSubjectCallers(benchCaller(b), 20000)
+	f := benchFacts(callers[0])
+	f.Request.TaskID = "t-bench"
+	f.Record = &task.Task{ID: "t-bench", State: task.Running,
+		Owner: task.Owner{AgentID: callers[0].AgentID, Tenant: callers[0].Tenant, UserID: callers[0].UserID}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.Caller = callers[i%len(callers)]
+		if d, _ := e.Decide(ctx, BuildInput(f)); !d.Allow || (d.CacheHit && i < len(callers)) {
+			b.Fatalf("%+v", d)
+		}
+	}
+}
+
 // BenchmarkCacheBytes reports the heap a cached decision holds (B/decision):
 // the growth of the live heap over 5,000 decisions with distinct keys, each
 // asked twice (so that it stays in the cache's main segment), divided by the

@@ -44,11 +44,11 @@ import (
 // missing Engine makes the process not ready, a missing Reloader or Store makes
 // its routes answer 503.
 type Deps struct {
-	// Engine serves the live policy.
-	Engine *authz.Engine
+	// Engine serves the live policy (authz.Engine).
+	Engine PolicySource
 	// Reloader reloads the policy (POST /v1/policy/reload) and remembers the
-	// last attempt (GET /v1/policy).
-	Reloader *authz.Reloader
+	// last attempt (GET /v1/policy) (authz.Reloader).
+	Reloader Reloader
 	// Store holds the task lifecycle records (GET /v1/agents/{agent}/tasks/{id}).
 	Store interface {
 		Get(ctx context.Context, ref task.Ref) (task.Record, bool, error)
@@ -82,6 +82,27 @@ type Deps struct {
 	// (admin_token_file; LoadToken reads it).
 	Token string
 }
+
+// PolicySource is what the admin API reads of the decision point: the policy
+// serving now (nil before one is loaded). Safe for concurrent use.
+type PolicySource interface {
+	Policy() *authz.Policy
+}
+
+// Reloader is what the admin API drives of the policy's reloading. Reload
+// loads the policy files anew, swaps them in when they are good and returns
+// why not otherwise (the old policy keeps serving); it may take seconds (the
+// policies' own tests run). Last and Counts are cheap. Safe for concurrent use.
+type Reloader interface {
+	Reload(ctx context.Context) error
+	Last() authz.ReloadResult
+	Counts() (ok, failed uint64)
+}
+
+var (
+	_ PolicySource = (*authz.Engine)(nil)
+	_ Reloader     = (*authz.Reloader)(nil)
+)
 
 // ReadyTimeout bounds one Deps.Ready call; a slower check answers 503. Set
 // readiness probe timeouts above it.

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
-	"time"
 
 	modev3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -20,40 +18,17 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/writ-authz/writ/bench/loadgen"
-	"github.com/writ-authz/writ/proxy/extauthz"
-	"github.com/writ-authz/writ/proxy/extproc"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/proxy/writheader"
 )
 
-// envoyDoors starts writ's ext_authz and ext_proc gRPC servers in process on
-// loopback, over writCore, and returns their addresses.
+// envoyDoors starts writ with its ext_authz and ext_proc gRPC servers in
+// process on loopback (startWrit), and returns their addresses.
 func envoyDoors(t *testing.T) (authzAddr, procAddr string) {
 	t.Helper()
-	cfg, ident, core := writCore(t, "http://127.0.0.1:9", 10000,
+	s := startWrit(t, "http://127.0.0.1:9", 10000,
 		"envoy: {grpc_listen: 127.0.0.1:0, ext_proc_listen: 127.0.0.1:0, max_request_bytes: 1048576}\n", discard{})
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	az, err := extauthz.New(core, ident, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := az.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	ep, err := extproc.New(core, ident, cfg, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := ep.Listen(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		az.Shutdown(ctx)
-		ep.Shutdown(ctx)
-	})
-	return az.GRPCAddr(), ep.Addr()
+	return s.ListenerAddr("envoy.grpc_listen"), s.ListenerAddr("envoy.ext_proc_listen")
 }
 
 // discard takes push notifications and delivers none: with it writ keeps

@@ -19,12 +19,9 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/proxy/follow"
-	sidecardoor "github.com/writ-authz/writ/proxy/sidecar"
+	"github.com/writ-authz/writ/server"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -62,15 +59,21 @@ func upstream(tb testing.TB) *httptest.Server {
 	return srv
 }
 
-// writCore builds writ's admission core the way proxy's tests do: the
-// shipped policy, the bench token's issuer, the bench request's agent in
-// front of up, and the envoy: section given (YAML, may be empty). With a
-// notifier, writ keeps push configs itself (as writ serve does by default).
-func writCore(tb testing.TB, up string, cacheSize int, envoy string, push proxy.Notifier) (*config.Config, *identity.Resolver, *proxy.Core) {
+// startWrit builds writ as writ serve does (server.New): the shipped
+// policy, the bench token's issuer, the bench request's agent in front of
+// up, and the envoy: section given (YAML, may be empty); the decision log
+// off, a memory store sized for the run. With a notifier, writ keeps push
+// configs itself (as writ serve does by default); without, push is left to
+// the agents.
+func startWrit(tb testing.TB, up string, cacheSize int, envoy string, n proxy.Notifier) *server.Server {
 	tb.Helper()
-	yaml := fmt.Sprintf(`policies: [../policies]
+	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
+admin: 127.0.0.1:0
+decision_log: {output: 'off'}
+policies: [../policies]
 decision_cache_size: %d
 limits: {upstream_timeout: 5s, stream_idle_timeout: 5s}
+push: {disabled: %t}
 identity:
   jwt: [{issuer: "https://idp.bank.ae", audiences: [a2a-gateway], jwks_file: ../testdata/identity/bench_jwks.json}]
 agents:
@@ -83,45 +86,34 @@ agents:
     max_data_classification: restricted
     security_schemes: [oauth2]
     skills: [{id: screen, tags: [sanctions, compliance, screening]}]
-%s`, cacheSize, up, envoy)
+%s`, cacheSize, n == nil, up, envoy)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	ident, err := identity.New(cfg.Identity)
+	opts := []server.Option{server.WithLogger(slog.New(slog.DiscardHandler)), server.WithoutPolicyTests(),
+		server.WithStore(task.NewMemoryStore(task.MemoryLimits{MaxTasks: 20000, MaxPerOwner: 20000, TTL: time.Hour}))}
+	if n != nil {
+		opts = append(opts, server.WithNotifier(n))
+	}
+	s, err := server.New(context.Background(), cfg, opts...)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(ident.Close)
-	pol, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{SkipTests: true})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 20000, MaxPerOwner: 20000, TTL: time.Hour})
-	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: push,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(px.Close)
-	return cfg, ident, px
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			tb.Errorf("writ's shutdown: %v", err)
+		}
+	})
+	return s
 }
 
-// sidecar builds writ's sidecar in front of up over writCore.
-func sidecar(tb testing.TB, up string, cacheSize int) *httptest.Server {
+// sidecar is the base URL of writ's sidecar in front of up.
+func sidecar(tb testing.TB, up string, cacheSize int) string {
 	tb.Helper()
-	cfg, _, px := writCore(tb, up, cacheSize, "", nil)
-	sc := sidecardoor.New(px, cfg.Limits, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	srv := httptest.NewUnstartedServer(sc)
-	srv.Config = sc.HTTPServer("")
-	srv.Start()
-	tb.Cleanup(srv.Close)
-	return srv
+	return startWrit(tb, up, cacheSize, "", nil).URL()
 }
 
 // bareProxy is httputil.ReverseProxy in front of up, with a transport like writ's.
@@ -208,11 +200,11 @@ func BenchmarkSidecar(b *testing.B) {
 		want int
 	}{
 		{"bare-proxy", bare.URL, allow, 200},
-		{"allow-hit", hit.URL, allow, 200},
-		{"allow-miss", miss.URL, allow, 200},
-		{"deny", hit.URL, deny, 403},
+		{"allow-hit", hit, allow, 200},
+		{"allow-miss", miss, allow, 200},
+		{"deny", hit, deny, 403},
 		{"bare-proxy-stream", bare.URL, stream, 200},
-		{"stream", hit.URL, stream, 200},
+		{"stream", hit, stream, 200},
 	}
 	for _, c := range cases {
 		if code, err := c.req.do(c.base); err != nil || code != c.want {

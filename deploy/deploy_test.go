@@ -71,6 +71,7 @@ var familyLabels = map[string][]string{
 	"writ_extauthz_checks_total":            {"result"},
 	"writ_store_errors_total":               {},
 	"writ_task_evictions_total":             {"reason"},
+	"writ_component_errors_total":           {"component"},
 }
 
 // labelValues are the values a bounded label takes, per family.

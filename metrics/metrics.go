@@ -42,6 +42,14 @@ type Sources struct {
 	}
 	// Lifecycle gives the lifecycle store errors the core met (proxy.Core).
 	Lifecycle interface{ StoreErrors() uint64 }
+	// Components gives the errors writ's own parts met starting, serving
+	// and stopping (a listener that stopped serving, a decision log that
+	// could not be flushed, a store that did not close), by part: each
+	// calls f once per part it runs, zeros included (the assembly,
+	// server.Server).
+	Components interface {
+		ComponentErrors(f func(component string, n uint64))
+	}
 }
 
 // Metrics is writ's metrics: a registry of its own holding the writ_ families, the
@@ -176,6 +184,7 @@ const (
 	nameExtAuthzChecks     = "writ_extauthz_checks_total"
 	nameStoreErrors        = "writ_store_errors_total"
 	nameEvictions          = "writ_task_evictions_total"
+	nameComponentErrors    = "writ_component_errors_total"
 	labelTenant            = "tenant"
 	resultAllow            = "allow"
 	resultDeny             = "deny"
@@ -194,7 +203,7 @@ var names = []string{
 	nameDecisionCacheHits, nameDecisionCacheMiss, nameTokenCacheHits, nameTokenCacheMiss,
 	nameTasks, nameTransitions, nameTasksCreated, nameViolations,
 	namePushDeliveries, namePushAttempts, namePushDuration, namePushQueueDepth, namePushDropped, namePushGuardRefusals,
-	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameEvictions,
+	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameEvictions, nameComponentErrors,
 }
 
 // Names lists every writ_ metric family a Metrics can export, sorted. A family
@@ -332,6 +341,11 @@ func (m *Metrics) registerSources(src Sources) {
 	if l := src.Lifecycle; l != nil {
 		reg.MustRegister(counter(nameStoreErrors,
 			"Lifecycle store operations that failed (requests that needed them were refused, fail closed).", nil, l.StoreErrors))
+	}
+	if c := src.Components; c != nil {
+		reg.MustRegister(&componentErrors{src: c, desc: prometheus.NewDesc(nameComponentErrors,
+			"Errors writ's own parts met starting, serving and stopping (a listener that stopped serving, "+
+				"a decision log not flushed, a store not closed cleanly), by component.", []string{"component"}, nil)})
 	}
 	if d := src.Push; d != nil {
 		reg.MustRegister(
@@ -602,4 +616,23 @@ func (c *policyInfo) Collect(ch chan<- prometheus.Metric) {
 	if rev := c.policy.Revision(); rev != "" {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, 1, rev)
 	}
+}
+
+// componentErrors exports writ_component_errors_total{component} from the
+// assembly's counts, read at scrape time.
+type componentErrors struct {
+	src interface {
+		ComponentErrors(f func(component string, n uint64))
+	}
+	desc *prometheus.Desc
+}
+
+// Describe implements prometheus.Collector.
+func (c *componentErrors) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *componentErrors) Collect(ch chan<- prometheus.Metric) {
+	c.src.ComponentErrors(func(component string, n uint64) {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), component)
+	})
 }

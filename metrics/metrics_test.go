@@ -131,8 +131,9 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	})
 	t.Cleanup(func() { close(release) }) // runs first: the held deliveries finish
 	// The observers come last, built from the producers' snapshots.
+	parts := components{"sidecar": 0, "decision_log": 2}
 	m := metrics.New(config.Metrics{}, metrics.Sources{DecisionCache: w.engine, Policy: w.engine, Reloads: w.reloader,
-		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px})
+		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px, Components: parts})
 	bus.Subscribe(m)
 	url := serveMetrics(t, m)
 
@@ -343,6 +344,9 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		t.Errorf("the deliverer's own stats disagree: %+v", st)
 	}
 
+	// writ's own parts (the assembly's counts).
+	s.want(t, "writ_component_errors_total", counter, map[string]float64{L("component", "sidecar"): 0, L("component", "decision_log"): 2})
+
 	// Policy.
 	s.want(t, "writ_policy_reloads_total", counter, map[string]float64{L("result", "ok"): 1, L("result", "failed"): 1})
 	s.want(t, "writ_policy_info", gauge, map[string]float64{L("revision", rev1): 1})
@@ -430,7 +434,7 @@ func TestNoSources(t *testing.T) {
 			t.Errorf("%s is not in Names()", name)
 		}
 	}
-	for _, name := range []string{"writ_tasks", "writ_policy_info", "writ_push_queue_depth", "writ_decision_cache_hits_total", "writ_store_errors_total"} {
+	for _, name := range []string{"writ_tasks", "writ_policy_info", "writ_push_queue_depth", "writ_decision_cache_hits_total", "writ_store_errors_total", "writ_component_errors_total"} {
 		if s[name] != nil {
 			t.Errorf("%s exported without its source", name)
 		}
@@ -639,4 +643,14 @@ func TestConcurrentHooks(t *testing.T) {
 	s.want(t, "writ_denials_total", counter, denials)
 	s.want(t, "writ_requests_total", counter, requests)
 	s.want(t, "writ_upstream_duration_seconds", histogram, map[string]float64{L("route", sanctions): workers * per})
+}
+
+// components is a Components source: the errors of each of writ's parts, as
+// the assembly counts them.
+type components map[string]uint64
+
+func (c components) ComponentErrors(f func(component string, n uint64)) {
+	for name, n := range c {
+		f(name, n)
+	}
 }

@@ -25,6 +25,7 @@
 package proxy
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"net"
@@ -50,10 +51,13 @@ import (
 // Deps are the parts a Core is built from. Identity, Engine and Store are
 // required; the others have defaults.
 type Deps struct {
-	Identity *identity.Resolver
-	Engine   *authz.Engine
-	Store    task.Store
-	Logger   *slog.Logger
+	// Identity names the caller of each request (identity.Resolver).
+	Identity Identifier
+	// Engine decides each request (authz.Engine).
+	Engine Decider
+	// Store keeps the lifecycle records.
+	Store  task.Store
+	Logger *slog.Logger
 	// Transport carries writ's own upstream requests: card fetches, readiness
 	// probes and task following (default: a tuned http.Transport).
 	Transport http.RoundTripper
@@ -72,6 +76,32 @@ type Deps struct {
 	Follow func(*Core) Follower
 }
 
+// Identifier is what the core needs of identity: the caller a request's
+// credentials name. identity.Resolver is the one writ runs. It is called on
+// every request that a door has not identified already: it must be safe for
+// concurrent use and fast (verified tokens cached), and it refuses what it
+// cannot verify with an error (the caller is then anonymous).
+type Identifier interface {
+	Identify(ctx context.Context, c identity.Credentials) (identity.Caller, error)
+}
+
+// Decider is what the core needs of the decision point: a decision on one
+// policy input, and the scopes the serving policy requires for an operation
+// (what an egress call asks the STS for). authz.Engine is the one writ runs.
+// Decide is called on every admitted request, RequiredScopes on every egress
+// call: both must be safe for concurrent use and fast (RequiredScopes reads
+// what the policy said once per revision). Decide must neither modify the
+// input nor keep it once it returns; an error denies (fail closed).
+type Decider interface {
+	Decide(ctx context.Context, in *authz.Input) (authz.Decision, error)
+	RequiredScopes(op string) []string
+}
+
+var (
+	_ Identifier = (*identity.Resolver)(nil)
+	_ Decider    = (*authz.Engine)(nil)
+)
+
 // Notifier takes rendered notifications for delivery; push.Deliverer is the one
 // writ runs. Enqueue must not wait for delivery (it may write to the store).
 type Notifier interface {
@@ -88,8 +118,8 @@ type Core struct {
 	byName map[string]*route
 	// byHost: some agent lists hosts, so the request's host routes.
 	byHost bool
-	ident  *identity.Resolver
-	engine *authz.Engine
+	ident  Identifier
+	engine Decider
 	store  task.Store
 	client *http.Client
 	log    *slog.Logger

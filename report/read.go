@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -160,6 +161,30 @@ func Read(r io.Reader) (*Summary, error) {
 type Source struct {
 	Name string
 	R    io.Reader
+}
+
+// ReadFiles reads the decision logs at paths as ReadLogs reads them, each
+// named by its path; "-" is stdin (named "stdin"), at most once.
+func ReadFiles(paths []string, stdin io.Reader) (*Summary, error) {
+	srcs := make([]Source, 0, len(paths))
+	stdinUsed := false
+	for _, p := range paths {
+		if p == "-" {
+			if stdinUsed {
+				return nil, errors.New("stdin (-) named twice")
+			}
+			stdinUsed = true
+			srcs = append(srcs, Source{Name: "stdin", R: stdin})
+			continue
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		srcs = append(srcs, Source{Name: p, R: f})
+	}
+	return ReadLogs(srcs...)
 }
 
 // ReadLogs parses several decision logs (of one writ's rotated files, or of

@@ -208,6 +208,28 @@ func TestReadErrors(t *testing.T) {
 	}
 }
 
+// TestReadFiles: the logs at paths are read as ReadLogs reads them, named by
+// their paths, "-" as stdin (once); a file that cannot be opened is named.
+func TestReadFiles(t *testing.T) {
+	raw, err := os.ReadFile(testLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, err := ReadFiles([]string{testLog, "-"}, bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{testLog, "stdin"}; !reflect.DeepEqual(sum.Logs, want) || sum.Totals.Decisions != 30 {
+		t.Errorf("logs %v, %d decisions; want %v, 30", sum.Logs, sum.Totals.Decisions, want)
+	}
+	if _, err := ReadFiles([]string{"-", "-"}, bytes.NewReader(raw)); err == nil || !strings.Contains(err.Error(), "named twice") {
+		t.Errorf("stdin twice: %v", err)
+	}
+	if _, err := ReadFiles([]string{"testdata/none.jsonl"}, nil); err == nil || !strings.Contains(err.Error(), "testdata/none.jsonl") {
+		t.Errorf("a missing file: %v", err)
+	}
+}
+
 var (
 	// tagRE matches real tags: text is escaped, so a '<' in it is "&lt;".
 	tagRE      = regexp.MustCompile(`<[a-zA-Z!/][^>]*>`)

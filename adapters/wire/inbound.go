@@ -3,6 +3,7 @@ package wire
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -86,6 +87,22 @@ func ReadMessage(raw []byte, limit int64) (Inbound, error) {
 	}
 	defer r.Body.Close()
 	return FromHTTP(r, limit)
+}
+
+// ReadExample reads a request message as writ's tools do (writ inspect,
+// writ eval, the representative request writ decides at start): as
+// ReadMessage, but a body over limit is kept, cut one byte over, so that the
+// adapter answers it with the protocol's too-large error rather than the
+// tool refusing the file.
+func ReadExample(raw []byte, limit int64) (Inbound, error) {
+	in, err := ReadMessage(raw, limit)
+	if errors.Is(err, ErrBodyTooLarge) {
+		in, err = ReadMessage(raw, int64(len(raw)))
+		if err == nil && int64(len(in.Body)) > limit {
+			in.Body = bytes.Clone(in.Body[:limit+1])
+		}
+	}
+	return in, err
 }
 
 // withLength adds a Content-Length to a message head that frames its body

@@ -10,14 +10,13 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
-	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/demo"
+	"github.com/writ-authz/writ/server"
 )
 
 // demoCmd runs `writ demo [-serve] [-listen 127.0.0.1:0] [-decision-log FILE]`:
-// the scenario of internal/demo against writ as `writ serve` wires it.
+// the scenario of internal/demo against writ as `writ serve` builds it.
 func demoCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("demo", "writ demo [-serve] [-listen 127.0.0.1:0] [-decision-log FILE]",
 		"Runs writ in front of real demo agents (the seed's A2A agents) through the whole delegation scenario\n"+
@@ -30,32 +29,16 @@ func demoCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	log := newLogger(stderr, slog.LevelWarn)
-	installLogger(log, stderr)
+	log := server.NewLogger(stderr, slog.LevelWarn)
+	server.InstallLogger(log, stderr)
 	opt := demo.Options{Listen: *listen, Serve: *serve, Log: log, DecisionLog: *decisions,
-		Start: startDemoWrit, Command: commandName()}
+		Start: demo.StartServer, Command: commandName()}
 	if err := demo.Run(ctx, stdout, opt); err != nil {
 		fmt.Fprintf(stderr, "writ demo: %v\n", err)
 		return 1
 	}
 	return 0
 }
-
-// startDemoWrit starts writ for the demo exactly as `writ serve` does.
-func startDemoWrit(ctx context.Context, cfg *config.Config, log *slog.Logger) (demo.Writ, error) {
-	sc, err := startSidecar(ctx, cfg, log)
-	if err != nil {
-		return nil, err
-	}
-	return demoWrit{sc}, nil
-}
-
-// demoWrit is a running sidecar as the demo sees it.
-type demoWrit struct{ *sidecar }
-
-func (w demoWrit) AdminURL() string { return "http://" + w.adminLn.Addr().String() }
-
-func (w demoWrit) Close() { w.shutdown(5 * time.Second) }
 
 // commandName is how the demo's printed commands should name this binary so
 // that they work as printed: "go run ./cmd/writ" under go run (whose binary

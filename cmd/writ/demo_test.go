@@ -50,7 +50,7 @@ func TestDemoServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- demo.Run(serveCtx, out, demo.Options{Listen: "127.0.0.1:0", Serve: true, DecisionLog: decisions,
-			Start: startDemoWrit, Command: commandName()})
+			Start: demo.StartServer, Command: commandName()})
 	}()
 	select {
 	case <-out.seen:

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -51,27 +50,11 @@ func devCmd(args []string, stdout, stderr io.Writer) int {
 	return 2
 }
 
-// defaultDevDir is where the development key lives.
-func defaultDevDir() string {
-	if d := os.Getenv("WRIT_DEV_DIR"); d != "" {
-		return d
-	}
-	state := os.Getenv("XDG_STATE_HOME")
-	if state == "" || !filepath.IsAbs(state) {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return filepath.Join(".writ-dev")
-		}
-		state = filepath.Join(home, ".local", "state")
-	}
-	return filepath.Join(state, "writ", "dev")
-}
-
 func devToken(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("dev token", "writ dev token [-aud AUD] [-sub USER] [-agent AGENT] [-tenant T] [-scope 'S ...'] [-classification LEVEL] [-chain A,B] [-may-act A,B] [-exp 1h] [-nbf 0s] [-iss writ-dev] [-dir DIR]",
 		"Signs a development JWT with the key in -dir and prints it. The shipped policy needs scope delegate\n"+
 			"for send, stream, cancel and push_config.set.")
-	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
+	dir := fs.String("dir", devidp.DefaultDir(), "the directory that keeps the development key")
 	iss := fs.String("iss", DevIssuer, "the issuer (identity.jwt[].issuer): writ-dev, or writ-dev-<name>")
 	aud := fs.String("aud", "writ", "the audience (one of identity.jwt[].audiences)")
 	sub := fs.String("sub", "dev-user", "the user the caller acts for (sub: input.caller.user_id)")
@@ -134,7 +117,7 @@ func devToken(args []string, stdout, stderr io.Writer) int {
 func devJWKS(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("dev jwks", "writ dev jwks [-o FILE] [-dir DIR]",
 		"Prints the development key's JWKS (its public half), or writes it to -o: the file identity.jwt[].jwks_file names.")
-	dir := fs.String("dir", defaultDevDir(), "the directory that keeps the development key")
+	dir := fs.String("dir", devidp.DefaultDir(), "the directory that keeps the development key")
 	out := fs.String("o", "", "write the JWKS to this file instead of stdout")
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code

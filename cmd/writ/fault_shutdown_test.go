@@ -5,8 +5,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"syscall"
@@ -102,5 +105,40 @@ func TestShutdownDrains(t *testing.T) {
 		!slices.ContainsFunc(lines, func(l writproc.Line) bool { return l.TaskID == id && l.To == "succeeded" }) ||
 		!slices.ContainsFunc(lines, func(l writproc.Line) bool { return l.TaskID == id && l.Type == "push_delivered" }) {
 		t.Errorf("the decision log was not flushed at exit (%d lines): %s", len(lines), fmt.Sprint(lines))
+	}
+}
+
+// TestShutdownSaysAuditLinesLost: the decision log's disk is full (every
+// write fails). writ serves on, and at SIGTERM it says the decision log lost
+// lines (the log line, the exit status 1) instead of exiting 0 as if every
+// decision were on record.
+//
+// Threat: audit lines lost silently — a shutdown that drops the decision
+// log's losses leaves an operator believing the log holds every decision.
+// Defence: the assembly's Shutdown returns the decision log's Close error
+// and the lines it lost on the way, logs and counts them, and writ serve
+// exits 1.
+func TestShutdownSaysAuditLinesLost(t *testing.T) {
+	if _, err := os.Stat("/dev/full"); err != nil {
+		t.Skip("no /dev/full on this system")
+	}
+	w := startFaultWrit(t, fwOptions{decisionLogTo: "/dev/full"})
+	if st, body, err := w.send(context.Background(), w.token, nil); !completed(st, body, err) {
+		t.Fatalf("a request: %d %s %v", st, body, err)
+	}
+	if err := w.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Exited():
+	case <-time.After(35 * time.Second):
+		t.Fatal("writ did not exit within its drain deadline")
+	}
+	var exit *exec.ExitError
+	if err := w.Stop(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("writ's exit: %v, want exit status 1", err)
+	}
+	if !w.logHas("audit lines may be lost", "audit lines lost since the start") {
+		t.Errorf("the loss is not in writ's log:\n%s", w.Log())
 	}
 }

@@ -60,6 +60,8 @@ type fwOptions struct {
 	slow time.Duration
 	// decisionLog writes the decision log to dir/decisions.jsonl (default off).
 	decisionLog bool
+	// decisionLogTo writes the decision log to this file instead, unread.
+	decisionLogTo string
 }
 
 // reexec runs this test binary as writ with args (TestMain sees stChildEnv).
@@ -100,6 +102,9 @@ func startFaultWrit(t *testing.T, o fwOptions) *fwWrit {
 	if o.decisionLog {
 		logPath = filepath.Join(dir, "decisions.jsonl")
 		dlog = fmt.Sprintf("decision_log: {output: '%s'}\n", logPath)
+	}
+	if o.decisionLogTo != "" {
+		dlog = fmt.Sprintf("decision_log: {output: '%s'}\n", o.decisionLogTo)
 	}
 	yaml := fmt.Sprintf(`listen: 127.0.0.1:0
 admin: 127.0.0.1:0

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,36 +8,18 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"sort"
 	"strings"
 
-	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/examples"
 	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
-	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/server"
 )
-
-//go:embed examples/*.http
-var examples embed.FS
 
 type headerFlags []string
 
 func (h *headerFlags) String() string     { return strings.Join(*h, ", ") }
 func (h *headerFlags) Set(v string) error { *h = append(*h, v); return nil }
-
-// inspectOutput is what inspect prints: the internal request, or the fault and
-// the exact answer writ would send.
-type inspectOutput struct {
-	Request *task.Request `json:"request,omitempty"`
-	Fault   *task.Fault   `json:"fault,omitempty"`
-	Answer  *answer       `json:"answer,omitempty"`
-}
-
-type answer struct {
-	Status      int             `json:"status"`
-	ContentType string          `json:"content_type"`
-	Body        json.RawMessage `json:"body"`
-}
 
 func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := newFlags("inspect", "writ inspect -file FILE | -example NAME | -path P [-method M] [-header 'K: V']... [-body FILE] [flags]",
@@ -71,18 +51,13 @@ func inspect(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "writ inspect: %v\n", err)
 		return 2
 	}
-	edges, err := adapters.NewRoute(*protocol, "/")
+	out, err := server.Inspect(in, *protocol, lim)
 	if err != nil {
 		fmt.Fprintf(stderr, "writ inspect: %v\n", err)
 		return 2
 	}
-	edge := edges.For(in.Path)
-	req, fault := edge.Parse(in, lim)
-	out := inspectOutput{Request: &req}
 	code := 0
-	if fault != nil {
-		r := edge.RenderFault(&req, fault)
-		out = inspectOutput{Fault: fault, Answer: &answer{Status: r.Status, ContentType: r.ContentType, Body: r.Body}}
+	if out.Fault != nil {
 		code = 1
 	}
 	enc := json.NewEncoder(stdout)
@@ -109,20 +84,14 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 	}
 	switch {
 	case example == "list":
-		names, _ := examples.ReadDir("examples")
-		list := make([]string, 0, len(names))
-		for _, n := range names {
-			list = append(list, strings.TrimSuffix(n.Name(), ".http"))
-		}
-		sort.Strings(list)
-		fmt.Fprintln(stdout, strings.Join(list, "\n"))
+		fmt.Fprintln(stdout, strings.Join(examples.Names(), "\n"))
 		return wire.Inbound{}, errListed
 	case example != "":
-		raw, err := examples.ReadFile("examples/" + example + ".http")
+		raw, err := examples.Read(example)
 		if err != nil {
 			return wire.Inbound{}, fmt.Errorf("no bundled example %q (-example list shows them)", example)
 		}
-		return readMessage(raw, lim)
+		return wire.ReadExample(raw, lim.MaxBodyBytes)
 	case file != "":
 		var raw []byte
 		var err error
@@ -134,7 +103,7 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 		if err != nil {
 			return wire.Inbound{}, err
 		}
-		return readMessage(raw, lim)
+		return wire.ReadExample(raw, lim.MaxBodyBytes)
 	}
 	u, err := url.ParseRequestURI(path)
 	if err != nil {
@@ -161,17 +130,4 @@ func readInbound(file, example, method, path, body string, headers headerFlags, 
 		in.Body = b
 	}
 	return in, nil
-}
-
-// readMessage parses a request message; an oversized body is kept (one byte over)
-// so the adapter answers it as the protocol's too-large error.
-func readMessage(raw []byte, lim wire.Limits) (wire.Inbound, error) {
-	in, err := wire.ReadMessage(raw, lim.MaxBodyBytes)
-	if errors.Is(err, wire.ErrBodyTooLarge) {
-		in, err = wire.ReadMessage(raw, int64(len(raw)))
-		if err == nil && int64(len(in.Body)) > lim.MaxBodyBytes {
-			in.Body = bytes.Clone(in.Body[:lim.MaxBodyBytes+1])
-		}
-	}
-	return in, err
 }

@@ -8,9 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime"
-	"runtime/debug"
-	"strings"
+
+	"github.com/writ-authz/writ/internal/buildinfo"
 )
 
 // version and buildTime may be set at build time (make build and make
@@ -126,82 +125,8 @@ func parseFlags(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (done
 	return false, 0
 }
 
-// buildInfo is what the binary knows of its build.
-type buildInfo struct {
-	Version, Commit, CommitTime, BuildTime, Go string
-	Modified                                   bool
-}
-
-func readBuildInfo() buildInfo {
-	b := buildInfo{Version: "(devel)", BuildTime: buildTime, Go: runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH}
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			b.Version = bi.Main.Version
-		}
-		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				b.Commit = s.Value
-			case "vcs.time":
-				b.CommitTime = s.Value
-			case "vcs.modified":
-				b.Modified = s.Value == "true"
-			}
-		}
-		if b.Commit == "" {
-			// go install module@version records no vcs settings; its
-			// pseudo-version ends with the commit.
-			if i := strings.LastIndexByte(strings.TrimSuffix(b.Version, "+incompatible"), '-'); i > 0 && strings.Count(b.Version, "-") >= 2 {
-				b.Commit = strings.TrimSuffix(b.Version[i+1:], "+incompatible")
-			}
-		}
-	}
-	if version != "" {
-		b.Version = version
-	}
-	return b
-}
-
 // versionString is the one-line version for logs.
-func versionString() string {
-	b := readBuildInfo()
-	s := b.Version
-	if b.Commit != "" {
-		s += " " + short(b.Commit)
-		if b.Modified {
-			s += "+modified"
-		}
-	}
-	return s
-}
+func versionString() string { return buildinfo.Read(version, buildTime).Line() }
 
 // versionText is what `writ version` prints.
-func versionText() string {
-	b := readBuildInfo()
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "writ %s\n", b.Version)
-	commit := b.Commit
-	if commit == "" {
-		commit = "unknown (built outside a git checkout)"
-	} else if b.Modified {
-		commit += " (with uncommitted changes)"
-	}
-	fmt.Fprintf(&sb, "commit:      %s\n", commit)
-	if b.CommitTime != "" {
-		fmt.Fprintf(&sb, "commit time: %s\n", b.CommitTime)
-	}
-	bt := b.BuildTime
-	if bt == "" {
-		bt = "unknown (make build and make install record it)"
-	}
-	fmt.Fprintf(&sb, "built:       %s\n", bt)
-	fmt.Fprintf(&sb, "go:          %s\n", b.Go)
-	return sb.String()
-}
-
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
-}
+func versionText() string { return buildinfo.Read(version, buildTime).Text() }

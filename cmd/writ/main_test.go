@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/writ-authz/writ/server"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -21,7 +23,7 @@ func TestInspectExample(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var got inspectOutput
+	var got server.InspectResult
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +42,7 @@ func TestInspectFault(t *testing.T) {
 	if code != 1 {
 		t.Fatalf("exit %d, want 1", code)
 	}
-	var got inspectOutput
+	var got server.InspectResult
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -110,7 +112,7 @@ func TestInspectACP(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s %s", code, out, errOut)
 	}
-	var got inspectOutput
+	var got server.InspectResult
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatal(err)
 	}

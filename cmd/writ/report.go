@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/writ-authz/writ/decisionlog"
@@ -59,10 +60,16 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "writ report: -key and -closed go with -verify")
 		return 2
 	}
-	sum, names, code := readLogs(paths, stdin, stderr)
-	if code != 0 {
-		return code
+	if i := slices.Index(paths, "-"); i >= 0 && slices.Contains(paths[i+1:], "-") {
+		fmt.Fprintln(stderr, "writ report: stdin (-) named twice")
+		return 2
 	}
+	sum, err := report.ReadFiles(paths, stdin)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ report: %v\n", err)
+		return 1
+	}
+	names := strings.Join(sum.Logs, ", ")
 	if *contextID != "" && len(sum.Context(*contextID)) == 0 {
 		fmt.Fprintf(stderr, "writ report: %s: no event has context_id %q\n", names, *contextID)
 		return 1
@@ -73,7 +80,6 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 
 	var page bytes.Buffer
-	var err error
 	switch {
 	case *text && *chain != "":
 		err = report.WriteStory(&page, sum.Delegation(*chain))
@@ -100,41 +106,6 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "writ report: %d decisions (%d allowed, %d denied) from %s written to %s\n",
 		sum.Totals.Decisions, sum.Totals.Allowed, sum.Totals.Denied, names, *out)
 	return 0
-}
-
-// readLogs reads the logs named ("-" is stdin, once); names is how
-// messages name them.
-func readLogs(paths []string, stdin io.Reader, stderr io.Writer) (*report.Summary, string, int) {
-	var srcs []report.Source
-	stdinUsed := false
-	for _, p := range paths {
-		if p == "-" {
-			if stdinUsed {
-				fmt.Fprintln(stderr, "writ report: stdin (-) named twice")
-				return nil, "", 2
-			}
-			stdinUsed = true
-			srcs = append(srcs, report.Source{Name: "stdin", R: stdin})
-			continue
-		}
-		f, err := os.Open(p)
-		if err != nil {
-			fmt.Fprintf(stderr, "writ report: %v\n", err)
-			return nil, "", 1
-		}
-		defer f.Close()
-		srcs = append(srcs, report.Source{Name: p, R: f})
-	}
-	names := make([]string, len(srcs))
-	for i, s := range srcs {
-		names[i] = s.Name
-	}
-	sum, err := report.ReadLogs(srcs...)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ report: %v\n", err)
-		return nil, "", 1
-	}
-	return sum, strings.Join(names, ", "), 0
 }
 
 // verifyLogs runs writ report -verify: one "ok:" line per log (its files in

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/server"
 	"github.com/writ-authz/writ/sts"
 )
 
@@ -43,9 +45,9 @@ func runSTS(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	lv := new(slog.LevelVar)
-	lv.Set(parseLevel(*level))
-	log := newLogger(stderr, lv)
-	installLogger(log, stderr)
+	lv.Set(server.ParseLevel(*level))
+	log := server.NewLogger(stderr, lv)
+	server.InstallLogger(log, stderr)
 	cfg := &config.STS{}
 	if *path != "" {
 		var err error
@@ -54,7 +56,7 @@ func runSTS(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		if *level == "" {
-			lv.Set(parseLevel(cfg.Log.Level))
+			lv.Set(server.ParseLevel(cfg.Log.Level))
 		}
 	}
 	applySTSFlags(cfg, *listen, *issuer, *audiences, *key, *ephemeral)
@@ -109,6 +111,6 @@ func applySTSFlags(cfg *config.STS, listen, issuer, audiences, key string, ephem
 	case key != "":
 		cfg.SigningKeyFile = key
 	case cfg.SigningKeyFile == "":
-		cfg.SigningKeyFile = filepath.Join(defaultDevDir(), "sts-key.jwk")
+		cfg.SigningKeyFile = filepath.Join(devidp.DefaultDir(), "sts-key.jwk")
 	}
 }

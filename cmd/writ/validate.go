@@ -2,34 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"slices"
-	"sort"
-	"strings"
-	"time"
 
-	"github.com/go-jose/go-jose/v4"
-
-	"github.com/writ-authz/writ/admin"
-	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/decisionlog"
-	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/server"
 )
 
-// validateCmd runs `writ validate`: the loading the sidecar does at start
-// (config keys, identity sources, policies compiled and tested), then what
-// would load but cannot work — no identity source, a JWKS URL that does not
-// answer, a claim a sample token does not have, an agent the policy can
-// never admit a caller to. Problems are printed as file:line: key: message;
-// errors make the exit status 1, warnings do not.
+// validateCmd runs `writ validate`: the checks of server.Validate, printed as
+// file:line: kind: key: message on stderr; errors make the exit status 1,
+// warnings do not (unless -strict).
 func validateCmd(args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("validate", "writ validate [-config writ.yaml] [-token JWT] [-offline] [-strict]",
 		"Checks a configuration as writ serve loads it, and what would load but cannot work. Problems go to\n"+
@@ -41,320 +24,59 @@ func validateCmd(args []string, stdout, stderr io.Writer) int {
 	if done, code := parseFlags(fs, args, stdout, stderr); done {
 		return code
 	}
-	v := &validation{path: *path, out: stderr, strict: *strict}
+	p := &printer{path: *path, out: stderr}
 	cfg, err := config.Load(*path)
 	if err != nil {
 		var ps *config.Problems
-		if errors.As(err, &ps) {
-			ps.File = ""
-			for _, p := range ps.List {
-				v.problem("error", p)
-			}
-		} else {
-			v.errorf(0, "", "%v", err)
+		if !errors.As(err, &ps) {
+			p.print(server.Finding{Kind: "error", Problem: config.Problem{Msg: err.Error()}})
+			return p.done(stdout, "", *strict)
 		}
-		return v.done(stdout, "")
-	}
-	v.cfg = cfg
-	for _, w := range cfg.Warnings() {
-		v.problem("warning", w)
-	}
-	if cfg.AdminTokenFile != "" {
-		// Read as writ serve reads it at start: a token it would refuse fails here.
-		if _, err := admin.LoadToken(cfg.AdminTokenFile); err != nil {
-			v.errorf(cfg.Line("admin_token_file"), "", "%v", err) // the error names the key
+		for _, pr := range ps.List {
+			p.print(server.Finding{Kind: "error", Problem: pr})
 		}
+		return p.done(stdout, "", *strict)
 	}
-	ctx := context.Background()
-	res, err := identity.New(cfg.Identity)
-	if err != nil {
-		v.errorf(0, "", "%v", err)
-		return v.done(stdout, "")
+	v := server.Validate(context.Background(), cfg, server.ValidateOptions{Token: *token, Offline: *offline})
+	for _, f := range v.Findings {
+		p.print(f)
 	}
-	defer res.Close()
-	if k := cfg.DecisionLog.SigningKeyFile; k != "" {
-		if _, err := decisionlog.LoadSigner(k); err != nil {
-			v.errorf(cfg.Line("decision_log.signing_key_file"), "decision_log.signing_key_file", "%v", err)
-		}
-	}
-	// The card keys, read as writ serve reads them at start.
-	if k := cfg.Cards.SigningKeyFile; k != "" {
-		if err := proxy.CheckCardSigningKey(k); err != nil {
-			v.errorf(cfg.Line("cards.signing_key_file"), "", "%v", err) // the error names the key
-		}
-	}
-	for i, a := range cfg.Agents {
-		if a.CardKeys == "" {
-			continue
-		}
-		key := fmt.Sprintf("agents[%d].card_keys", i)
-		if _, err := proxy.LoadCardKeys(a.CardKeys); err != nil {
-			v.errorf(cfg.Line(key), key, "%v", err)
-		}
-	}
-	if !*offline {
-		v.jwksURLs(ctx)
-	}
-	for _, u := range res.DevelopmentUses() {
-		v.warnf(u.Key, "%s", u.Msg)
-	}
-	if *token != "" {
-		v.sampleToken(ctx, res, *token)
-	}
-	opt, err := policyOptions(cfg)
-	if err != nil {
-		v.errorf(0, "", "%v", err)
-		return v.done(stdout, "")
-	}
-	p, err := loadPolicy(ctx, cfg, opt)
-	if err != nil {
-		v.errorf(cfg.Line("policies"), "policies", "%v", err)
-		return v.done(stdout, "")
-	}
-	v.admission(ctx, p)
-	return v.done(stdout, fmt.Sprintf("%d agent(s), policies: %s (revision %s, %d tests passed)",
-		len(cfg.Agents), policySource(cfg), p.Revision, p.Tests.Passed))
+	return p.done(stdout, v.Summary, *strict)
 }
 
-// validation collects what `writ validate` finds.
-type validation struct {
+// printer prints what `writ validate` finds and counts it.
+type printer struct {
 	path             string
-	cfg              *config.Config
 	out              io.Writer
 	errors, warnings int
-	strict           bool
 }
 
-func (v *validation) problem(kind string, p config.Problem) {
-	if kind == "error" {
-		v.errors++
-	} else {
-		v.warnings++
+func (p *printer) print(f server.Finding) {
+	switch f.Kind {
+	case "note":
+		fmt.Fprintf(p.out, "%s: note: %s\n", p.path, f.Msg)
+		return
+	case "error":
+		p.errors++
+	default:
+		p.warnings++
 	}
-	where := v.path
-	if p.Line > 0 {
-		where = fmt.Sprintf("%s:%d", v.path, p.Line)
+	where := p.path
+	if f.Line > 0 {
+		where = fmt.Sprintf("%s:%d", p.path, f.Line)
 	}
 	key := ""
-	if p.Key != "" {
-		key = p.Key + ": "
+	if f.Key != "" {
+		key = f.Key + ": "
 	}
-	fmt.Fprintf(v.out, "%s: %s: %s%s\n", where, kind, key, p.Msg)
+	fmt.Fprintf(p.out, "%s: %s: %s%s\n", where, f.Kind, key, f.Msg)
 }
 
-func (v *validation) errorf(line int, key, format string, args ...any) {
-	v.problem("error", config.Problem{Key: key, Line: line, Msg: fmt.Sprintf(format, args...)})
-}
-
-func (v *validation) warnf(key, format string, args ...any) {
-	v.problem("warning", config.Problem{Key: key, Line: v.cfg.Line(key), Msg: fmt.Sprintf(format, args...)})
-}
-
-func (v *validation) done(w io.Writer, summary string) int {
-	if v.errors > 0 || v.strict && v.warnings > 0 {
-		fmt.Fprintf(w, "invalid: %s: %d error(s), %d warning(s)\n", v.path, v.errors, v.warnings)
+func (p *printer) done(w io.Writer, summary string, strict bool) int {
+	if p.errors > 0 || strict && p.warnings > 0 {
+		fmt.Fprintf(w, "invalid: %s: %d error(s), %d warning(s)\n", p.path, p.errors, p.warnings)
 		return 1
 	}
-	fmt.Fprintf(w, "ok: %s: %s, %d warning(s)\n", v.path, summary, v.warnings)
+	fmt.Fprintf(w, "ok: %s: %s, %d warning(s)\n", p.path, summary, p.warnings)
 	return 0
-}
-
-// jwksURLs fetches every identity.jwt[].jwks_url once: it must answer with a
-// key set (writ serve would fetch it on a token's first use, and refuse
-// every token until it answers).
-func (v *validation) jwksURLs(ctx context.Context) {
-	client := &http.Client{Timeout: 5 * time.Second}
-	for i, iss := range v.cfg.Identity.JWT {
-		if iss.JWKSURL == "" {
-			continue
-		}
-		key := fmt.Sprintf("identity.jwt[%d].jwks_url", i)
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, iss.JWKSURL, nil)
-		if err != nil {
-			v.errorf(v.cfg.Line(key), key, "%v", err)
-			continue
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			v.errorf(v.cfg.Line(key), key, "does not answer: %v (every token of %s would be refused; -offline skips this check)", err, iss.Issuer)
-			continue
-		}
-		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			v.errorf(v.cfg.Line(key), key, "answers %s, not a key set", resp.Status)
-			continue
-		}
-		var set jose.JSONWebKeySet
-		if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) == 0 {
-			v.errorf(v.cfg.Line(key), key, "answers no JSON Web Key Set (%d bytes)", len(raw))
-			continue
-		}
-		for _, k := range set.Keys {
-			if identity.IsDevelopmentKey(k) {
-				v.warnf(key, "its JWKS holds writ's development key (kid %q): anyone with the key directory of writ dev signs any caller as %s", k.KeyID, iss.Issuer)
-			}
-		}
-	}
-}
-
-// sampleToken reads a token from the issuer writ is configured for: its
-// issuer must be configured, its audience accepted, and the claims the
-// issuer's config names (tenant, scopes, classification) present; then it
-// is verified as writ serve would.
-func (v *validation) sampleToken(ctx context.Context, res *identity.Resolver, tok string) {
-	claims, err := unverifiedClaims(tok)
-	if err != nil {
-		v.errorf(0, "", "-token: %v", err)
-		return
-	}
-	iss, _ := claims["iss"].(string)
-	idx := slices.IndexFunc(v.cfg.Identity.JWT, func(j config.JWTIssuer) bool { return j.Issuer == iss })
-	if idx < 0 {
-		v.warnf("identity.jwt", "the sample token's issuer %q is none of identity.jwt[].issuer: writ would refuse it", iss)
-		return
-	}
-	ic := v.cfg.Identity.JWT[idx]
-	have := make([]string, 0, len(claims))
-	for k := range claims {
-		have = append(have, k)
-	}
-	sort.Strings(have)
-	present := func(names ...string) bool {
-		for _, n := range names {
-			if _, ok := claims[n]; ok {
-				return true
-			}
-		}
-		return false
-	}
-	for _, c := range []struct{ key, set string }{
-		{"tenant_claim", ic.TenantClaim}, {"scope_claim", ic.ScopeClaim}, {"classification_claim", ic.ClassificationClaim}} {
-		names := []string{c.set}
-		if c.set == "" {
-			names = map[string][]string{"tenant_claim": {"tenant"}, "scope_claim": {"scope", "scp"},
-				"classification_claim": {"classification", "data_classification"}}[c.key]
-		}
-		if !present(names...) {
-			key := fmt.Sprintf("identity.jwt[%d].%s", idx, c.key)
-			what := "is not set, so writ reads " + strings.Join(names, " or ")
-			if c.set != "" {
-				what = fmt.Sprintf("is %q", c.set)
-			}
-			v.warnf(key, "%s, which the sample token does not have (it has %s)", what, strings.Join(have, ", "))
-		}
-	}
-	h := http.Header{}
-	h.Set("Authorization", "Bearer "+tok)
-	caller, err := res.Identify(ctx, identity.Credentials{Header: h})
-	if err != nil {
-		v.warnf(fmt.Sprintf("identity.jwt[%d]", idx), "the sample token does not verify: %v", err)
-		return
-	}
-	fmt.Fprintf(v.out, "%s: note: the sample token is caller agent_id=%q user_id=%q tenant=%q scopes=%v chain=%v\n",
-		v.path, caller.AgentID, caller.UserID, caller.Tenant, caller.Scopes, caller.Chain)
-}
-
-// unverifiedClaims decodes a JWT's payload without verifying it (validate
-// verifies it separately, with the configured keys).
-func unverifiedClaims(tok string) (map[string]any, error) {
-	parts := strings.Split(strings.TrimSpace(strings.TrimPrefix(tok, "Bearer ")), ".")
-	if len(parts) != 3 {
-		return nil, errors.New("not a JWT (three base64url parts)")
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(parts[1])
-	if err != nil {
-		return nil, fmt.Errorf("the payload is not base64url: %w", err)
-	}
-	var claims map[string]any
-	if err := json.Unmarshal(raw, &claims); err != nil {
-		return nil, fmt.Errorf("the payload is not a JSON object: %w", err)
-	}
-	return claims, nil
-}
-
-// callerMethods are the ways a caller can authenticate, and whether this
-// configuration identifies callers that way.
-func callerMethods(cfg *config.Config) map[string]bool {
-	return map[string]bool{
-		identity.MethodJWT:    len(cfg.Identity.JWT) > 0 || cfg.Envoy.JWTAuthn != nil,
-		identity.MethodMTLS:   cfg.Identity.MTLS != nil,
-		identity.MethodStatic: cfg.Identity.StaticTokensFile != "",
-	}
-}
-
-// noAcceptableAuth is the policy's denial of a caller whose way of
-// authenticating none of the target's security schemes accepts.
-const noAcceptableAuth = "NO_ACCEPTABLE_AUTH"
-
-// admission evaluates the policy on a representative request per agent (a
-// real A2A send, from each way of authenticating, by a caller of a tenant
-// the agent serves) and reports an agent whose security_schemes the policy
-// admits no caller to: the rules are the policy's, not a copy in Go.
-func (v *validation) admission(ctx context.Context, p *authz.Policy) {
-	engine, err := authz.NewEngine(p, authz.Options{CacheSize: -1})
-	if err != nil {
-		v.errorf(0, "policies", "%v", err)
-		return
-	}
-	req, in, err := representative()
-	if err != nil {
-		v.errorf(0, "", "%v", err)
-		return
-	}
-	methods := callerMethods(v.cfg)
-	names := callerMethodNames
-	for i := range v.cfg.Agents {
-		a := &v.cfg.Agents[i]
-		admits := map[string]bool{}
-		var reason string
-		for _, m := range names {
-			d, err := engine.Decide(ctx, representativeInput(v.cfg, a, &req, in, m))
-			if err != nil {
-				v.errorf(0, fmt.Sprintf("agents[%d]", i), "the policy fails on a representative request: %v", err)
-				return
-			}
-			denied := slices.ContainsFunc(d.Denials, func(x task.Denial) bool { return x.Code == noAcceptableAuth })
-			admits[m] = !denied
-			if denied && reason == "" {
-				for _, x := range d.Denials {
-					if x.Code == noAcceptableAuth {
-						reason = x.Reason
-					}
-				}
-			}
-		}
-		var configured, other []string
-		for _, m := range names {
-			if admits[m] && methods[m] {
-				configured = append(configured, m)
-			} else if admits[m] {
-				other = append(other, m)
-			}
-		}
-		if len(configured) > 0 {
-			continue
-		}
-		// A warning: writ serves the rest, and an agent nobody may reach
-		// can be deliberate (the demo shows NO_ACCEPTABLE_AUTH with one).
-		key := fmt.Sprintf("agents[%d].security_schemes", i)
-		switch {
-		case len(other) == 0:
-			v.warnf(key, "%v: the policy admits no caller to %s, however it authenticates (%s: %s)",
-				a.SecuritySchemes, a.Name, noAcceptableAuth, reason)
-		default:
-			v.warnf(key, "%v: the policy admits only %s callers to %s, and no identity source of this configuration identifies one (configure %s)",
-				a.SecuritySchemes, strings.Join(other, " or "), a.Name, identitySourceFor(other[0]))
-		}
-	}
-}
-
-func identitySourceFor(method string) string {
-	switch method {
-	case identity.MethodMTLS:
-		return "identity.mtls and tls.client_ca_file"
-	case identity.MethodStatic:
-		return "identity.static_tokens_file"
-	}
-	return "identity.jwt"
 }

@@ -7,8 +7,8 @@
 // step yields a Result: the lines of its story and its Checks (name, ok, got,
 // want) in order. PrintStep shows a Result on the console; the tests assert
 // the same Checks. How writ is started is the caller's: Options.Start gets the
-// demo's *config.Config and returns a running writ (cmd/writ passes the full
-// `writ serve` wiring).
+// demo's *config.Config and returns a running writ (`writ demo` passes
+// StartServer: writ built by the one assembly, as `writ serve` builds it).
 package demo
 
 import (

@@ -39,6 +39,25 @@ type Provider struct {
 	key      *ecdsa.PrivateKey
 }
 
+// DefaultDir is where writ's commands keep the development key (writ dev,
+// writ sts): $WRIT_DEV_DIR, else $XDG_STATE_HOME/writ/dev
+// (~/.local/state/writ/dev when unset or relative), else .writ-dev when
+// there is no home directory.
+func DefaultDir() string {
+	if d := os.Getenv("WRIT_DEV_DIR"); d != "" {
+		return d
+	}
+	state := os.Getenv("XDG_STATE_HOME")
+	if state == "" || !filepath.IsAbs(state) {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ".writ-dev"
+		}
+		state = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(state, "writ", "dev")
+}
+
 // New generates a key and writes its JWKS to dir/jwks.json.
 func New(dir, issuer, audience string) (*Provider, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)

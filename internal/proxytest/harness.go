@@ -1,7 +1,8 @@
 // Package proxytest is the harness the tests of the core, its doors and its
-// follower share: writ (the core, the follower and the sidecar door) in
-// front of real upstreams on loopback, with a test identity provider that
-// signs real JWTs, and the fake agents and push receivers the tests drive.
+// follower share: writ as the one assembly builds it (the core, the follower,
+// the sidecar door, the admin API) in front of real upstreams on loopback,
+// with a test identity provider that signs real JWTs, and the fake agents
+// and push receivers the tests drive.
 package proxytest
 
 import (
@@ -12,7 +13,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -20,30 +20,36 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/authz"
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/proxy/follow"
-	"github.com/writ-authz/writ/proxy/sidecar"
+	"github.com/writ-authz/writ/server"
 	"github.com/writ-authz/writ/task"
 )
 
-// Harness is writ in front of real upstreams on loopback, with a test
-// identity provider that signs real JWTs: the core (Core), its follower, and
-// the sidecar door listening at Srv.
+// Harness is writ in front of real upstreams on loopback, built by the one
+// assembly (server.New) as writ serve builds it, with a test identity
+// provider that signs real JWTs: the core (Core), its follower, the sidecar
+// door listening at Srv, the admin API, metrics; the decision log is off.
 type Harness struct {
-	T    *testing.T
-	Core *proxy.Core
+	T      *testing.T
+	Server *server.Server
+	Core   *proxy.Core
 	// Engine is the core's decision engine (for doors that also evaluate
 	// other rules of the policy set: the AuthZEN applications).
 	Engine *authz.Engine
 	Bus    *events.Bus
-	Srv    *httptest.Server
+	Srv    *Endpoint
 	Store  *task.MemoryStore
 	IdP    *devidp.Provider
 	Cfg    *config.Config
+}
+
+// Endpoint is where a listener of the harness answers.
+type Endpoint struct {
+	// URL is its base URL (http://127.0.0.1:port).
+	URL string
 }
 
 // Issuer is the test identity provider's issuer.
@@ -66,14 +72,16 @@ func New(t *testing.T, agents []config.Agent, mutate func(*config.Config)) *Harn
 	return NewWith(t, agents, mutate, nil)
 }
 
-// NewWith is New with push delivery through n.
+// NewWith is New with push delivery through n (nil: push is left to the
+// agents).
 func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n proxy.Notifier) *Harness {
 	t.Helper()
 	idp, err := devidp.New(t.TempDir(), Issuer, "writ")
 	if err != nil {
 		t.Fatal(err)
 	}
-	yaml := "policies: [" + Policies() + "]\nlimits: {upstream_timeout: 2s, stream_idle_timeout: 2s}\n" +
+	yaml := "admin: 127.0.0.1:0\ndecision_log: {output: 'off'}\n" +
+		"policies: [" + Policies() + "]\nlimits: {upstream_timeout: 2s, stream_idle_timeout: 2s}\n" +
 		"identity:\n  jwt:\n    - issuer: " + Issuer + "\n      audiences: [writ]\n      jwks_file: " + idp.JWKSFile + "\n" +
 		"agents:\n  - {name: placeholder, upstream: 'http://127.0.0.1:1', max_data_classification: public, security_schemes: [oauth2]}\n"
 	cfg, err := config.Parse([]byte(yaml))
@@ -104,43 +112,34 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 			cfg.Agents[i].PublicURL = "http://" + ln.Addr().String() + strings.TrimSuffix(cfg.Agents[i].Route, "/")
 		}
 	}
+	// Push is the notifier's, or left to the agents.
+	cfg.Push.Disabled = n == nil
 	if mutate != nil {
 		mutate(cfg)
 	}
 	if err := cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
-	ident, err := identity.New(cfg.Identity)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(ident.Close)
-	pol, err := authz.LoadPolicy(context.Background(), cfg.Policies, authz.LoadOptions{SkipTests: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := authz.NewEngine(pol, authz.Options{CacheSize: cfg.DecisionCacheSize, DryRun: cfg.DryRun})
-	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	store := task.NewMemoryStore(task.MemoryLimits{MaxTasks: 1000, MaxPerOwner: 100, TTL: time.Hour})
 	bus := &events.Bus{}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	px, err := proxy.New(cfg, proxy.Deps{Identity: ident, Engine: engine, Store: store, Push: n, Events: bus,
-		Logger: quiet, Follow: follow.New(follow.Options{Store: store, Lifecycle: cfg.Lifecycle, Logger: quiet})})
+	opts := []server.Option{server.WithLogger(slog.New(slog.DiscardHandler)), server.WithStore(store),
+		server.WithEvents(bus), server.WithListener(ln), server.WithoutPolicyTests()}
+	if n != nil {
+		opts = append(opts, server.WithNotifier(n))
+	}
+	s, err := server.New(context.Background(), cfg, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(px.Close)
-	h := &Harness{T: t, Core: px, Engine: engine, Bus: bus, Store: store, IdP: idp, Cfg: cfg}
-	sc := sidecar.New(px, cfg.Limits, quiet, nil)
-	h.Srv = httptest.NewUnstartedServer(sc)
-	h.Srv.Listener.Close()
-	h.Srv.Listener = ln
-	h.Srv.Config = sc.HTTPServer("")
-	h.Srv.Start()
-	t.Cleanup(h.Srv.Close)
-	return h
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := s.Shutdown(ctx); err != nil {
+			t.Errorf("writ's shutdown: %v", err)
+		}
+	})
+	return &Harness{T: t, Server: s, Core: s.Core(), Engine: s.Engine(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IdP: idp, Cfg: cfg}
 }
 
 // Caller describes who a test token speaks for.

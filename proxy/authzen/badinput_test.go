@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"strconv"
@@ -9,6 +9,7 @@ import (
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/metrics"
+	"github.com/writ-authz/writ/proxy/authzen"
 )
 
 // requestsCounted is writ_requests_total for the AuthZEN door and status.
@@ -76,7 +77,7 @@ func TestBadInput(t *testing.T) {
 		name, method, path, body string
 		hdr                      map[string]string
 		status                   int
-		counter                  func(*Stats) uint64
+		counter                  func(*authzen.Stats) uint64
 	}{
 		{"malformed JSON", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent"`, asJSON, 400, badCount},
 		{"a duplicate key", "POST", "/access/v1/evaluation", `{"subject": {"type": "agent", "id": "a", "id": "b"}, "action": {"name": "send"}, "resource": {"type": "agent", "id": "x"}}`, asJSON, 400, badCount},
@@ -128,9 +129,9 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-func badCount(s *Stats) uint64       { return s.BadRequests.Load() }
-func unauthCount(s *Stats) uint64    { return s.Unauthenticated.Load() }
-func forbiddenCount(s *Stats) uint64 { return s.Forbidden.Load() }
+func badCount(s *authzen.Stats) uint64       { return s.BadRequests.Load() }
+func unauthCount(s *authzen.Stats) uint64    { return s.Unauthenticated.Load() }
+func forbiddenCount(s *authzen.Stats) uint64 { return s.Forbidden.Load() }
 
 // TestInvalidEvaluations: Threat: well-formed AuthZEN that the delegation
 // profile cannot ask (an operation writ/v1 does not have, a resource type

@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/writ-authz/writ/internal/devidp"
 	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/authzen"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/task"
 )
@@ -37,7 +38,7 @@ import (
 // without the sidecar's listener.
 type benchWorld struct {
 	ext   *extauthz.Server
-	door  *Server
+	door  *authzen.Server
 	token string // the investigator's
 	pep   string
 }
@@ -83,7 +84,7 @@ authzen: {listen: '127.0.0.1:0', clients: [gateway], applications: [{name: todo,
 	if w.ext, err = extauthz.New(core, ident, cfg, quiet); err != nil {
 		b.Fatal(err)
 	}
-	if w.door, err = New(core, rulesOf(engine), ident, cfg, Options{Logger: quiet}); err != nil {
+	if w.door, err = authzen.New(core, rulesOf(engine), ident, cfg, authzen.Options{Logger: quiet}); err != nil {
 		b.Fatal(err)
 	}
 	sign := func(c proxytest.Caller) string {

@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"crypto/ecdsa"
@@ -16,6 +16,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/writ-authz/writ/proxy/authzen"
 )
 
 // The AuthZEN Authorization API 1.0 certification scenario
@@ -185,7 +187,7 @@ var certCases = []certCase{
 func TestCertification(t *testing.T) {
 	w := newWorld(t, nil)
 	cert, pool := selfSigned(t)
-	w.pdp = w.door(&Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
+	w.pdp = w.door(&authzen.Options{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}})
 	w.base = "https://" + w.pdp.Addr() + "/certification"
 	w.client = &http.Client{Timeout: 30 * time.Second,
 		Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -275,13 +277,13 @@ func checkCertAnswer(t *testing.T, c certCase, m map[string]any) {
 		for _, r := range results {
 			e, _ := r.(map[string]any)
 			if c.endpoint == "search/action" {
-				got = append(got, str(e, "name"))
+				got = append(got, authzen.Str(e, "name"))
 				continue
 			}
-			if str(e, "id") == "" || str(e, "type") == "" {
+			if authzen.Str(e, "id") == "" || authzen.Str(e, "type") == "" {
 				t.Errorf("result %v lacks type or id", r)
 			}
-			got = append(got, str(e, "type")+"/"+str(e, "id"))
+			got = append(got, authzen.Str(e, "type")+"/"+authzen.Str(e, "id"))
 		}
 		for _, want := range c.includes {
 			if !slices.Contains(got, want) {
@@ -315,7 +317,7 @@ func certPaging(t *testing.T, w *world) {
 			t.Fatalf("page %d: %d %s", i, a.status, a.body)
 		}
 		for _, r := range results {
-			all = append(all, str(r.(map[string]any), "id"))
+			all = append(all, authzen.Str(r.(map[string]any), "id"))
 		}
 		next, _ := page["next_token"].(string)
 		if next == "" {

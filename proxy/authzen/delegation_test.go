@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"bytes"
@@ -21,6 +21,7 @@ import (
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/proxy/authzen"
 )
 
 // subjectOf is the delegation profile's subject for c, with its token.
@@ -31,16 +32,16 @@ func (w *world) subjectOf(c proxytest.Caller) map[string]any {
 // resultNames are a search's results, by id (or, for actions, name).
 func resultNames(t *testing.T, a answer) []string {
 	t.Helper()
-	var out searchResponse
+	var out authzen.SearchResponse
 	if a.status != 200 || json.Unmarshal(a.body, &out) != nil {
 		t.Fatalf("%d %s", a.status, a.body)
 	}
 	var names []string
 	for _, r := range out.Results {
-		if id := str(r, "id"); id != "" {
+		if id := authzen.Str(r, "id"); id != "" {
 			names = append(names, id)
 		} else {
-			names = append(names, str(r, "name"))
+			names = append(names, authzen.Str(r, "name"))
 		}
 	}
 	return names
@@ -172,11 +173,11 @@ func TestCacheServesAuthZEN(t *testing.T) {
 
 // countingRules counts the rules prepared.
 type countingRules struct {
-	Rules
+	authzen.Rules
 	n atomic.Int64
 }
 
-func (c *countingRules) Prepare(ref string) (Rule, error) {
+func (c *countingRules) Prepare(ref string) (authzen.Rule, error) {
 	c.n.Add(1)
 	return c.Rules.Prepare(ref)
 }
@@ -187,7 +188,7 @@ func (c *countingRules) Prepare(ref string) (Rule, error) {
 func TestBatchSharesOnePreparedRule(t *testing.T) {
 	w := newWorld(t, nil)
 	rules := &countingRules{Rules: rulesOf(w.h.Engine)}
-	s, err := New(w.h.Core, rules, w.pdp.ident, w.h.Cfg, Options{})
+	s, err := authzen.New(w.h.Core, rules, w.ident, w.h.Cfg, authzen.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +203,7 @@ func TestBatchSharesOnePreparedRule(t *testing.T) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+w.pep)
 	s.ServeHTTP(rec, req)
-	var out struct{ Evaluations []result }
+	var out struct{ Evaluations []authzen.Result }
 	if rec.status != 200 || json.Unmarshal(rec.body, &out) != nil || len(out.Evaluations) != 100 {
 		t.Fatalf("%d %s", rec.status, rec.body)
 	}
@@ -227,7 +228,7 @@ func TestPEPAuthentication(t *testing.T) {
 		c.AuthZEN.Clients = append(c.AuthZEN.Clients, "spiffe://bank.ae/gateway")
 	})
 	server, roots := selfSigned(t)
-	w.pdp = w.door(&Options{TLS: &tls.Config{Certificates: []tls.Certificate{server}, ClientCAs: pool,
+	w.pdp = w.door(&authzen.Options{TLS: &tls.Config{Certificates: []tls.Certificate{server}, ClientCAs: pool,
 		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12}})
 	w.base = "https://" + w.pdp.Addr()
 	client := func(spiffe string) *http.Client {

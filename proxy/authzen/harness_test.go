@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"bytes"
@@ -19,6 +19,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/proxy/authzen"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -37,7 +38,9 @@ var gateway = proxytest.Caller{Agent: "gateway", User: "svc-gateway", Tenant: "p
 type world struct {
 	t   *testing.T
 	h   *proxytest.Harness
-	pdp *Server
+	pdp *authzen.Server
+	// ident is the identity resolver of the doors the world starts.
+	ident *identity.Resolver
 	// base is the door's URL; pep the gateway's bearer token.
 	base, pep string
 	agent     *proxytest.FakeAgent
@@ -88,18 +91,21 @@ func newWorld(t *testing.T, mutate func(*config.Config)) *world {
 }
 
 // door starts an AuthZEN door over the world's core and engine.
-func (w *world) door(opt *Options) *Server {
+func (w *world) door(opt *authzen.Options) *authzen.Server {
 	w.t.Helper()
-	ident, err := identity.New(w.h.Cfg.Identity)
-	if err != nil {
-		w.t.Fatal(err)
+	if w.ident == nil {
+		ident, err := identity.New(w.h.Cfg.Identity)
+		if err != nil {
+			w.t.Fatal(err)
+		}
+		w.t.Cleanup(ident.Close)
+		w.ident = ident
 	}
-	w.t.Cleanup(ident.Close)
-	o := Options{Logger: slog.New(slog.NewJSONHandler(w.logw, nil))}
+	o := authzen.Options{Logger: slog.New(slog.NewJSONHandler(w.logw, nil))}
 	if opt != nil {
 		o.TLS = opt.TLS
 	}
-	s, err := New(w.h.Core, rulesOf(w.h.Engine), ident, w.h.Cfg, o)
+	s, err := authzen.New(w.h.Core, rulesOf(w.h.Engine), w.ident, w.h.Cfg, o)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -109,14 +115,16 @@ func (w *world) door(opt *Options) *Server {
 	w.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		s.Shutdown(ctx)
+		if err := s.Shutdown(ctx); err != nil {
+			w.t.Errorf("the AuthZEN door's shutdown: %v", err)
+		}
 	})
 	return s
 }
 
 // rulesOf is the engine's rules as the door takes them: the assembly's glue.
-func rulesOf(e *authz.Engine) Rules {
-	return RulesFunc(func(ref string) (Rule, error) {
+func rulesOf(e *authz.Engine) authzen.Rules {
+	return authzen.RulesFunc(func(ref string) (authzen.Rule, error) {
 		q, err := e.Prepare(ref)
 		if err != nil {
 			return nil, err

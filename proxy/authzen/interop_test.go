@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/writ-authz/writ/proxy/authzen"
 )
 
 // The AuthZEN interop scenarios' own vectors (testdata/authzen/interop,
@@ -20,8 +22,8 @@ type todoVectors struct {
 		Expected bool           `json:"expected"`
 	} `json:"evaluation"`
 	Evaluations []struct {
-		Request  map[string]any `json:"request"`
-		Expected []result       `json:"expected"`
+		Request  map[string]any   `json:"request"`
+		Expected []authzen.Result `json:"expected"`
 	} `json:"evaluations"`
 }
 
@@ -39,9 +41,9 @@ func readJSON(t *testing.T, path string, v any) {
 // truncated is what a batch answers under semantic when execute_all would
 // answer all: up to and including the first deny (deny_on_first_deny) or
 // the first permit (permit_on_first_permit).
-func truncated(all []result, semantic string) []result {
+func truncated(all []authzen.Result, semantic string) []authzen.Result {
 	for i, r := range all {
-		if (semantic == denyOnFirstDeny && !r.Decision) || (semantic == permitOnFirstPermit && r.Decision) {
+		if (semantic == authzen.DenyOnFirstDeny && !r.Decision) || (semantic == authzen.PermitOnFirstPermit && r.Decision) {
 			return all[:i+1]
 		}
 	}
@@ -90,21 +92,21 @@ func TestTodoInterop(t *testing.T) {
 		var v todoVectors
 		readJSON(t, f, &v)
 		name := filepath.Base(f)
-		var want []result
+		var want []authzen.Result
 		var items []any
 		bySubject := map[string][]int{}
 		for i, vec := range v.Evaluation {
 			a := w.post("/todo/access/v1/evaluation", vec.Request)
-			if a.status != 200 || string(a.body) != jsonText(t, result{Decision: vec.Expected}) {
+			if a.status != 200 || string(a.body) != jsonText(t, authzen.Result{Decision: vec.Expected}) {
 				t.Errorf("%s evaluation %d %v: %d %s, want decision %v", name, i, vec.Request, a.status, a.body, vec.Expected)
 			}
 			single++
-			want = append(want, result{Decision: vec.Expected})
+			want = append(want, authzen.Result{Decision: vec.Expected})
 			items = append(items, vec.Request)
 			sub := jsonText(t, vec.Request["subject"])
 			bySubject[sub] = append(bySubject[sub], i)
 		}
-		for _, sem := range []string{executeAll, denyOnFirstDeny, permitOnFirstPermit} {
+		for _, sem := range []string{authzen.ExecuteAll, authzen.DenyOnFirstDeny, authzen.PermitOnFirstPermit} {
 			got := w.evaluationsOf("/todo/access/v1/evaluations", map[string]any{"evaluations": items,
 				"options": map[string]any{"evaluations_semantic": sem}})
 			if got != jsonText(t, truncated(want, sem)) {
@@ -113,7 +115,7 @@ func TestTodoInterop(t *testing.T) {
 			batched++
 			for sub, idx := range bySubject {
 				var its []any
-				var exp []result
+				var exp []authzen.Result
 				for _, i := range idx {
 					r := v.Evaluation[i].Request
 					its = append(its, map[string]any{"action": r["action"], "resource": r["resource"]})
@@ -128,7 +130,7 @@ func TestTodoInterop(t *testing.T) {
 			}
 		}
 		for i, vec := range v.Evaluations {
-			for _, sem := range []string{"", executeAll, denyOnFirstDeny, permitOnFirstPermit} {
+			for _, sem := range []string{"", authzen.ExecuteAll, authzen.DenyOnFirstDeny, authzen.PermitOnFirstPermit} {
 				req := vec.Request
 				if sem != "" {
 					req = map[string]any{}
@@ -182,7 +184,7 @@ func sortedResults(t *testing.T, rs []map[string]any) string {
 func TestSearchInterop(t *testing.T) {
 	w := newWorld(t, nil)
 	n := 0
-	for _, kind := range searchKinds {
+	for _, kind := range authzen.SearchKinds {
 		var v searchVectors
 		readJSON(t, filepath.Join(testdata, "interop", "search", string(kind)+".json"), &v)
 		if len(v.Evaluation) < 10 {

@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"bytes"

@@ -103,6 +103,12 @@ type Server struct {
 	mu   sync.Mutex
 	http *http.Server
 	addr string
+	// serveErr receives what the listener's Serve returned (nil once
+	// stopped by Shutdown).
+	serveErr chan error
+	// stop makes Shutdown's work happen once; stopErr is its result.
+	stop    sync.Once
+	stopErr error
 }
 
 // New builds the decision point over the admission core and the engine's
@@ -162,8 +168,23 @@ func (s *Server) Listen() error {
 		ln = tls.NewListener(ln, s.tls)
 	}
 	s.http = s.HTTPServer()
-	go func() { _ = s.http.Serve(ln) }()
+	s.serveErr = make(chan error, 1)
+	go s.serve(s.http, ln, s.addr, s.serveErr)
 	return nil
+}
+
+// serve serves the listener until Shutdown. A listener that fails takes the
+// door down: logged at once, and returned by Shutdown.
+func (s *Server) serve(srv *http.Server, ln net.Listener, addr string, served chan<- error) {
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("authzen.listen: serving on %s: %w", addr, err)
+		s.log.Error("the AuthZEN listener stopped serving", "addr", addr, "error", err)
+	}
+	served <- err
 }
 
 // Addr is the listener's address, "" before Listen.
@@ -173,15 +194,27 @@ func (s *Server) Addr() string {
 	return s.addr
 }
 
-// Shutdown lets requests in flight finish until ctx ends, then closes what
-// is left.
-func (s *Server) Shutdown(ctx context.Context) {
+// Shutdown stops accepting, lets requests in flight finish until ctx ends,
+// then closes what is left. It returns every error the listener met: serving
+// that stopped before, and requests cut because ctx ended first. Calls after
+// the first return the first one's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop.Do(func() { s.stopErr = s.shutdown(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	h := s.http
+	h, served := s.http, s.serveErr
 	s.mu.Unlock()
-	if h != nil {
-		_ = h.Shutdown(ctx)
+	if h == nil {
+		return nil
 	}
+	var errs []error
+	if err := h.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("authzen.listen: draining: %w", err), h.Close())
+	}
+	return errors.Join(append(errs, <-served)...)
 }
 
 // HTTPServer wraps the door in an http.Server with the sidecar's header

@@ -1,4 +1,4 @@
-package authzen
+package authzen_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/writ-authz/writ/proxy/authzen"
 )
 
 // Every example request and response of the specification's evaluation,
@@ -179,12 +181,12 @@ func TestSpecExamples(t *testing.T) {
 func specPaging(t *testing.T, w *world) {
 	first := w.post("/access/v1/search/resource", `{"subject": {"type": "user", "id": "alice@example.com"},
 		"action": {"name": "can_read"}, "resource": {"type": "account"}, "page": {"limit": 2}}`)
-	var p1 searchResponse
+	var p1 authzen.SearchResponse
 	if first.status != 200 || json.Unmarshal(first.body, &p1) != nil || p1.Page == nil {
 		t.Fatalf("%d %s", first.status, first.body)
 	}
 	if p1.Page.NextToken == "" || p1.Page.Count != 2 || p1.Page.Total != 3 || len(p1.Results) != 2 ||
-		str(p1.Results[0], "id") != "123" || str(p1.Results[1], "id") != "456" {
+		authzen.Str(p1.Results[0], "id") != "123" || authzen.Str(p1.Results[1], "id") != "456" {
 		t.Errorf("first page %s", first.body)
 	}
 	if !strings.HasPrefix(string(first.body), `{"page":`) {
@@ -192,11 +194,11 @@ func specPaging(t *testing.T, w *world) {
 	}
 	second := w.post("/access/v1/search/resource", `{"subject": {"type": "user", "id": "alice@example.com"},
 		"action": {"name": "can_read"}, "resource": {"type": "account"}, "page": {"token": "`+p1.Page.NextToken+`"}}`)
-	var p2 searchResponse
+	var p2 authzen.SearchResponse
 	if second.status != 200 || json.Unmarshal(second.body, &p2) != nil || p2.Page == nil {
 		t.Fatalf("%d %s", second.status, second.body)
 	}
-	if p2.Page.NextToken != "" || p2.Page.Count != 1 || p2.Page.Total != 3 || len(p2.Results) != 1 || str(p2.Results[0], "id") != "789" {
+	if p2.Page.NextToken != "" || p2.Page.Count != 1 || p2.Page.Total != 3 || len(p2.Results) != 1 || authzen.Str(p2.Results[0], "id") != "789" {
 		t.Errorf("second page %s", second.body)
 	}
 	// §8.2: a token with another search is refused.

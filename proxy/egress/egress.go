@@ -72,6 +72,12 @@ type Server struct {
 	mu   sync.Mutex
 	srv  *http.Server
 	addr string
+	// served receives what the listener's Serve returned (nil once stopped
+	// by Shutdown).
+	served chan error
+	// stop makes Shutdown's work happen once; stopErr is its result.
+	stop    sync.Once
+	stopErr error
 }
 
 var _ http.Handler = (*Server)(nil)
@@ -111,11 +117,26 @@ func (s *Server) Listen() error {
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: s.limits.ReadHeaderTimeout, ReadTimeout: s.limits.ReadTimeout,
 		MaxHeaderBytes: s.limits.MaxHeaderBytes, IdleTimeout: 120 * time.Second,
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
+	served := make(chan error, 1)
 	s.mu.Lock()
-	s.srv, s.addr = srv, ln.Addr().String()
+	s.srv, s.addr, s.served = srv, ln.Addr().String(), served
 	s.mu.Unlock()
-	go func() { _ = srv.Serve(ln) }()
+	go s.serve(srv, ln, served)
 	return nil
+}
+
+// serve serves the listener until Shutdown. A listener that fails takes the
+// door down: logged at once, and returned by Shutdown.
+func (s *Server) serve(srv *http.Server, ln net.Listener, served chan<- error) {
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("egress.listen: serving on %s: %w", ln.Addr(), err)
+		s.log.Error("the egress listener stopped serving", "addr", ln.Addr().String(), "error", err)
+	}
+	served <- err
 }
 
 // Addr is the listener's address, "" before Listen.
@@ -126,14 +147,26 @@ func (s *Server) Addr() string {
 }
 
 // Shutdown stops accepting, lets calls in flight finish until ctx ends, then
-// closes what is left.
-func (s *Server) Shutdown(ctx context.Context) {
+// closes what is left. It returns every error the listener met: serving that
+// stopped before, and calls cut because ctx ended first. Calls after the
+// first return the first one's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop.Do(func() { s.stopErr = s.shutdown(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	srv := s.srv
+	srv, served := s.srv, s.served
 	s.mu.Unlock()
-	if srv != nil {
-		_ = srv.Shutdown(ctx)
+	if srv == nil {
+		return nil
 	}
+	var errs []error
+	if err := srv.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("egress.listen: draining: %w", err), srv.Close())
+	}
+	return errors.Join(append(errs, <-served)...)
 }
 
 // Stats returns the door's counts.

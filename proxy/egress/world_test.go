@@ -142,7 +142,11 @@ func startWrit(t testing.TB, yaml string) *writ {
 		if err := w.egress.Listen(); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { w.egress.Shutdown(context.Background()) })
+		t.Cleanup(func() {
+			if err := w.egress.Shutdown(context.Background()); err != nil {
+				t.Errorf("the egress door's shutdown: %v", err)
+			}
+		})
 	}
 	return w
 }

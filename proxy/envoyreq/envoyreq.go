@@ -145,6 +145,15 @@ func PeerCertificates(certificate, principal string) []*x509.Certificate {
 	return nil
 }
 
+// ClaimsMapper is what an Envoy door needs of identity: the caller a claim
+// set names that a verifier in front of writ (Envoy's jwt_authn) already
+// checked. identity.Resolver is the one writ runs; safe for concurrent use.
+type ClaimsMapper interface {
+	VerifiedClaims(claims map[string]any) (identity.Caller, error)
+}
+
+var _ ClaimsMapper = (*identity.Resolver)(nil)
+
 // VerifiedCaller takes the caller from the claims Envoy's jwt_authn filter
 // verified (metadata namespace ns), when exactly one claim set there comes
 // from a trusted issuer; nil (read the request's own credentials) when trusted
@@ -155,7 +164,7 @@ func PeerCertificates(certificate, principal string) []*x509.Certificate {
 // caller anonymous rather than falling through to a weaker credential; so do
 // two trusted claim sets, since writ cannot tell which one speaks for the
 // request.
-func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ident *identity.Resolver, log *slog.Logger) *identity.Caller {
+func VerifiedCaller(md *corev3.Metadata, ns string, trusted map[string]bool, ident ClaimsMapper, log *slog.Logger) *identity.Caller {
 	if trusted == nil {
 		return nil
 	}

@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/envoyreq"
 	"github.com/writ-authz/writ/proxy/grpcserve"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
@@ -34,7 +34,7 @@ type Server struct {
 	authv3.UnimplementedAuthorizationServer
 
 	core    *proxy.Core
-	ident   *identity.Resolver
+	ident   envoyreq.ClaimsMapper
 	cfg     config.Envoy
 	limits  config.Limits
 	trusted map[string]bool // envoy.jwt_authn.issuers; nil when jwt_authn is off
@@ -45,6 +45,12 @@ type Server struct {
 	http     *http.Server
 	grpcAddr string
 	httpAddr string
+	// httpServed receives what the HTTP listener's Serve returned (nil
+	// once stopped by Shutdown).
+	httpServed chan error
+	// stop makes Shutdown's work happen once; stopErr is its result.
+	stop    sync.Once
+	stopErr error
 }
 
 var _ authv3.AuthorizationServer = (*Server)(nil)
@@ -52,7 +58,7 @@ var _ authv3.AuthorizationServer = (*Server)(nil)
 // New builds the ext_authz servers over the admission core from a validated
 // config. ident is needed only for envoy.jwt_authn (it maps the verified
 // claims); the listeners open with Listen.
-func New(core *proxy.Core, ident *identity.Resolver, cfg *config.Config, log *slog.Logger) (*Server, error) {
+func New(core *proxy.Core, ident envoyreq.ClaimsMapper, cfg *config.Config, log *slog.Logger) (*Server, error) {
 	if core == nil {
 		return nil, errors.New("extauthz: the admission core is required")
 	}
@@ -163,9 +169,24 @@ func (s *Server) Listen() error {
 	if hln != nil {
 		s.http = s.HTTPServer()
 		s.httpAddr = hln.Addr().String()
-		go func() { _ = s.http.Serve(hln) }()
+		s.httpServed = make(chan error, 1)
+		go s.serveHTTP(s.http, hln, s.httpServed)
 	}
 	return nil
+}
+
+// serveHTTP serves the HTTP listener until Shutdown. A listener that fails
+// takes that listener down: logged at once, and returned by Shutdown.
+func (s *Server) serveHTTP(srv *http.Server, ln net.Listener, served chan<- error) {
+	err := srv.Serve(ln)
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	if err != nil {
+		err = fmt.Errorf("envoy.http_listen: serving on %s: %w", ln.Addr(), err)
+		s.log.Error("the HTTP ext_authz listener stopped serving", "addr", ln.Addr().String(), "error", err)
+	}
+	served <- err
 }
 
 // GRPCAddr is the gRPC listener's address, "" when it is off.
@@ -183,15 +204,29 @@ func (s *Server) HTTPAddr() string {
 }
 
 // Shutdown reports NOT_SERVING to health checks, lets checks in flight finish
-// until ctx ends, then closes what is left.
-func (s *Server) Shutdown(ctx context.Context) {
+// until ctx ends, then closes what is left. It returns every error the
+// listeners met: one that stopped serving before, and checks cut because
+// ctx ended first. Calls after the first return the first one's result.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.stop.Do(func() { s.stopErr = s.shutdown(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	s.mu.Lock()
-	g, h := s.grpc, s.http
+	g, h, served := s.grpc, s.http, s.httpServed
 	s.mu.Unlock()
+	var errs []error
 	if h != nil {
-		_ = h.Shutdown(ctx)
+		if err := h.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("envoy.http_listen: draining: %w", err), h.Close())
+		}
+		errs = append(errs, <-served)
 	}
-	g.Shutdown(ctx)
+	if err := g.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("envoy.grpc_listen: %w", err))
+	}
+	return errors.Join(errs...)
 }
 
 // HTTPServer wraps the HTTP ext_authz handler in an http.Server with the

@@ -38,9 +38,9 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 
-	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/envoyreq"
 	"github.com/writ-authz/writ/proxy/grpcserve"
 )
 
@@ -50,7 +50,7 @@ type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
 
 	core    *proxy.Core
-	ident   *identity.Resolver
+	ident   envoyreq.ClaimsMapper
 	cfg     config.Envoy
 	limits  config.Limits
 	maxReq  int64           // envoy.max_request_bytes (or limits.max_body_bytes)
@@ -73,7 +73,7 @@ var _ extprocv3.ExternalProcessorServer = (*Server)(nil)
 // New builds the ext_proc server over the admission core from a validated
 // config. ident is needed only for envoy.jwt_authn; the listener opens with
 // Listen.
-func New(core *proxy.Core, ident *identity.Resolver, cfg *config.Config, log *slog.Logger) (*Server, error) {
+func New(core *proxy.Core, ident envoyreq.ClaimsMapper, cfg *config.Config, log *slog.Logger) (*Server, error) {
 	if core == nil {
 		return nil, errors.New("extproc: the admission core is required")
 	}
@@ -161,10 +161,15 @@ func (s *Server) Addr() string {
 }
 
 // Shutdown reports NOT_SERVING to health checks, lets streams in flight (SSE
-// answers included) finish until ctx ends, then closes what is left.
-func (s *Server) Shutdown(ctx context.Context) {
+// answers included) finish until ctx ends, then closes what is left. It
+// returns every error the listener met: stopping to serve before, and
+// streams cut because ctx ended first.
+func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	g := s.grpc
 	s.mu.Unlock()
-	g.Shutdown(ctx)
+	if err := g.Shutdown(ctx); err != nil {
+		return fmt.Errorf("envoy.ext_proc_listen: %w", err)
+	}
+	return nil
 }

@@ -8,9 +8,11 @@ package grpcserve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"runtime"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
@@ -22,6 +24,12 @@ import (
 type Server struct {
 	*grpc.Server
 	health *health.Server
+	// served receives what Serve returned (nil once stopped by Shutdown);
+	// nil before Start.
+	served chan error
+	// stop makes Shutdown's work happen once; stopErr is its result.
+	stop    sync.Once
+	stopErr error
 }
 
 // New builds the server for the service desc, implemented by impl: calls are
@@ -47,29 +55,51 @@ func New(desc *grpc.ServiceDesc, impl any, maxRecv int, reflect bool) *Server {
 func streamWorkers() uint32 { return uint32(max(16, 4*runtime.GOMAXPROCS(0))) }
 
 // Start serves on ln in the background until Shutdown. A listener that
-// fails takes the door down: that is logged, never silent.
+// fails takes the door down: that is logged at once, never silent, and
+// Shutdown returns it.
 func (s *Server) Start(ln net.Listener) {
+	s.served = make(chan error, 1)
 	go func() {
-		if err := s.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		err := s.Serve(ln)
+		if errors.Is(err, grpc.ErrServerStopped) {
+			err = nil
+		}
+		if err != nil {
+			err = fmt.Errorf("serving on %s: %w", ln.Addr(), err)
 			slog.Error("a gRPC door stopped serving", "addr", ln.Addr().String(), "error", err)
 		}
+		s.served <- err
 	}()
 }
 
 // Shutdown reports NOT_SERVING to health checks, lets calls and streams in
-// flight finish until ctx ends, then closes what is left. A nil Server (a
-// listener that never opened) has nothing to shut down.
-func (s *Server) Shutdown(ctx context.Context) {
+// flight finish until ctx ends, then closes what is left. It returns why
+// serving stopped before (a listener that failed) and, when ctx ended with
+// calls still in flight, ctx's error: those calls were cut. A nil Server (a
+// listener that never opened) has nothing to shut down. Calls after the
+// first return the first one's result.
+func (s *Server) Shutdown(ctx context.Context) error {
 	if s == nil {
-		return
+		return nil
 	}
+	s.stop.Do(func() { s.stopErr = s.shutdown(ctx) })
+	return s.stopErr
+}
+
+func (s *Server) shutdown(ctx context.Context) error {
 	s.health.Shutdown()
 	done := make(chan struct{})
 	go func() { s.GracefulStop(); close(done) }()
+	var cut error
 	select {
 	case <-done:
 	case <-ctx.Done():
 		s.Stop()
 		<-done
+		cut = fmt.Errorf("draining: %w", ctx.Err())
 	}
+	if s.served == nil {
+		return cut
+	}
+	return errors.Join(<-s.served, cut)
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
@@ -85,12 +84,13 @@ egress:
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := startSidecar(t.Context(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w, err := New(t.Context(), cfg, WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w.egress == nil || cfg.Egress.Agent != "investigator" {
-		t.Fatalf("egress door %v, agent %q", w.egress, cfg.Egress.Agent)
+	addr := w.ListenerAddr("egress.listen")
+	if addr == "" || cfg.Egress.Agent != "investigator" {
+		t.Fatalf("egress door at %q, agent %q", addr, cfg.Egress.Agent)
 	}
 	tok, err := idp.Token(devidp.Caller{Agent: "orchestrator", User: "u-1", Tenant: "t", Scope: "delegate"})
 	if err != nil {
@@ -120,7 +120,7 @@ egress:
 	mu.Lock()
 	parent := decisionID
 	mu.Unlock()
-	if st := send("http://"+w.egress.Addr()+"/to/raw/", "", parent); st != 200 {
+	if st := send("http://"+addr+"/to/raw/", "", parent); st != 200 {
 		t.Fatalf("egress: %d", st)
 	}
 	mu.Lock()
@@ -129,8 +129,7 @@ egress:
 	if !strings.HasPrefix(got, "Bearer ") || strings.Contains(got, tok) {
 		t.Fatalf("the target got %q", got)
 	}
-	addr := w.egress.Addr()
-	w.shutdown(2 * time.Second)
+	shutdown(t, w)
 	if _, err := http.Get("http://" + addr + "/to/raw/"); err == nil {
 		t.Fatal("the egress listener still answers after shutdown")
 	}

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -16,10 +16,10 @@ import (
 // writ's own log is one format everywhere: JSON lines (slog's JSON handler)
 // with time, level and msg, and the decision log's field names for what both
 // name (task_id, context_id, decision_id, route, policy_revision, error).
-// newLogger builds it; installLogger makes it the process's only log: the
+// NewLogger builds it; InstallLogger makes it the process's only log: the
 // standard library's log package (and so every net/http server without an
 // ErrorLog of its own), gRPC's logger and go-redis's logger all write
-// through it.
+// through it. Every command that logs (serve, demo, sts) uses it.
 
 // fieldNames maps the names some of writ's packages give a field to the
 // decision log's name for it, so a grep for one id finds both logs' lines.
@@ -29,8 +29,8 @@ var fieldNames = map[string]string{
 	"agent":    "route", // the decision log's route is the agent's name
 }
 
-// parseLevel reads log.level (debug, info, warn, error; empty is info).
-func parseLevel(s string) slog.Level {
+// ParseLevel reads log.level (debug, info, warn, error; empty is info).
+func ParseLevel(s string) slog.Level {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil || s == "" {
 		return slog.LevelInfo
@@ -38,8 +38,8 @@ func parseLevel(s string) slog.Level {
 	return l
 }
 
-// newLogger is writ's log: JSON lines on w from level up.
-func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
+// NewLogger is writ's log: JSON lines on w from level up.
+func NewLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
 			if len(groups) == 0 {
@@ -53,12 +53,12 @@ func newLogger(w io.Writer, level slog.Leveler) *slog.Logger {
 
 var installOnce sync.Mutex
 
-// installLogger makes l the log of everything in the process that logs on
+// InstallLogger makes l the log of everything in the process that logs on
 // its own: the log package's default logger (net/http's servers without an
 // ErrorLog, any library's log.Printf), gRPC and go-redis. Only a command
 // writing to the process's own stderr installs it (a test running a command
 // in-process with a buffer must not make that buffer every later test's log).
-func installLogger(l *slog.Logger, w io.Writer) {
+func InstallLogger(l *slog.Logger, w io.Writer) {
 	if w != os.Stderr {
 		return
 	}

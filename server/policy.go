@@ -1,11 +1,14 @@
-package main
+package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 
 	"github.com/writ-authz/writ/adapters"
+	"github.com/writ-authz/writ/adapters/examples"
 	"github.com/writ-authz/writ/adapters/names"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz"
@@ -55,14 +58,15 @@ func policyOptions(cfg *config.Config) (authz.LoadOptions, error) {
 }
 
 // representative is the request writ evaluates to know a policy set works:
-// the A2A 1.0 send of examples/a2a-1.0-send.http, parsed as writ parses it.
+// the A2A 1.0 send of adapters/examples (a2a-1.0-send), parsed as writ
+// parses it.
 func representative() (task.Request, wire.Inbound, error) {
-	raw, err := examples.ReadFile("examples/a2a-1.0-send.http")
+	raw, err := examples.Read("a2a-1.0-send")
 	if err != nil {
 		return task.Request{}, wire.Inbound{}, err
 	}
 	lim := wire.Limits{MaxBodyBytes: wire.DefaultMaxBodyBytes, MaxJSONDepth: wire.DefaultMaxJSONDepth}
-	in, err := readMessage(raw, lim)
+	in, err := wire.ReadExample(raw, lim.MaxBodyBytes)
 	if err != nil {
 		return task.Request{}, wire.Inbound{}, fmt.Errorf("the representative request: %w", err)
 	}
@@ -108,6 +112,101 @@ func known(cfg *config.Config) ([]authz.Smoke, error) {
 			out = append(out, authz.Smoke{Name: fmt.Sprintf("a send to %s from a %s caller", a.Name, m),
 				Input: representativeInput(cfg, a, &req, in, m)})
 		}
+	}
+	return out, nil
+}
+
+// ReloadCheck is what CheckReload found of a policy set.
+type ReloadCheck struct {
+	// Source names the set checked: the candidate's paths, or where the
+	// configuration's own policies come from.
+	Source string
+	// Refused says why a reload would refuse the set; nil when it passes.
+	Refused error
+	// Revision is the revision the set would serve ("" when refused), and
+	// Known the number of known requests it decided.
+	Revision string
+	Known    int
+	// Candidate says the set is not the configuration's own; LiveSource and
+	// LiveRevision are then the own set's, for comparison (LiveErr when it
+	// does not load: the same revision is the same content, wherever the
+	// files live).
+	Candidate    bool
+	LiveSource   string
+	LiveRevision string
+	LiveErr      error
+}
+
+// CheckReload loads the set under candidate (none: cfg's own policies) as
+// a reload of the writ running cfg would: with the configuration's facts,
+// the AuthZEN applications' rules and the known requests, but not the set's
+// own Rego tests (`writ policy test` runs them first). An error means the
+// check could not be made; a set that fails it is Refused.
+func CheckReload(ctx context.Context, cfg *config.Config, candidate []string) (*ReloadCheck, error) {
+	opt, err := policyOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	opt.SkipTests = true
+	c := &ReloadCheck{Source: policySource(cfg), Known: len(opt.Smoke), Candidate: len(candidate) > 0}
+	live, liveErr := loadPolicy(ctx, cfg, opt)
+	p := live
+	if c.Candidate {
+		c.LiveSource, c.LiveErr = c.Source, liveErr
+		if liveErr == nil {
+			c.LiveRevision = live.Revision
+		}
+		c.Source = strings.Join(candidate, ", ")
+		p, err = authz.LoadPolicy(ctx, candidate, opt)
+	} else {
+		err = liveErr
+	}
+	if err != nil {
+		c.Refused = err
+		return c, nil
+	}
+	c.Revision = p.Revision
+	return c, nil
+}
+
+// PolicyTests are the results of a policy set's own Rego tests.
+type PolicyTests struct {
+	Results []authz.TestResult
+	Summary authz.TestSummary
+	// Embedded says the set tested is the shipped one embedded in writ.
+	Embedded bool
+}
+
+// TestPolicySet runs the Rego tests of the set under paths; without paths,
+// of cfg's own policies (cfg may be nil), else of ./policies when it exists
+// and no configuration is given, else of the shipped policies embedded in
+// writ. Tests that fail are in the results; an error means they could not
+// run.
+func TestPolicySet(ctx context.Context, cfg *config.Config, paths []string) (*PolicyTests, error) {
+	out := &PolicyTests{}
+	if len(paths) == 0 {
+		switch st, err := os.Stat("policies"); {
+		case cfg != nil && !cfg.EmbeddedPolicies():
+			paths = cfg.Policies
+		case cfg == nil && err == nil && st.IsDir():
+			paths = []string{"policies"}
+		default:
+			// The tests run on files: the embedded set, copied out.
+			dir, err := os.MkdirTemp("", "writ-policies-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(dir)
+			if err := os.CopyFS(dir, policies.FS); err != nil {
+				return nil, err
+			}
+			paths, out.Embedded = []string{dir}, true
+		}
+	}
+	var err error
+	out.Results, out.Summary, err = authz.TestPolicies(ctx, paths)
+	if err != nil && !errors.Is(err, authz.ErrPolicyTests) {
+		return nil, err
 	}
 	return out, nil
 }

@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"context"
@@ -23,10 +23,10 @@ import (
 // varLibDir is where `writ serve` keeps its file store by default.
 const varLibDir = "/var/lib/writ"
 
-// stateStore is the lifecycle store a running writ uses, with what goes with
-// it: the work queue (nil for memory: nothing to resume), readiness, and what
-// shutdown closes.
-type stateStore struct {
+// lifecycleStore is the lifecycle store a running writ uses, with what goes
+// with it: the work queue (nil for memory: nothing to resume), readiness, and
+// what shutdown closes.
+type lifecycleStore struct {
 	task.Store
 	queue task.WorkQueue
 	// ping reports whether the store can serve (nil: it always can).
@@ -37,14 +37,27 @@ type stateStore struct {
 }
 
 // Close closes the store, if it holds anything to close.
-func (s *stateStore) Close() error {
+func (s *lifecycleStore) Close() error {
 	if s.close == nil {
 		return nil
 	}
 	return s.close()
 }
 
-var _ io.Closer = (*stateStore)(nil)
+var _ io.Closer = (*lifecycleStore)(nil)
+
+// givenStore is a store WithStore gave: its own work queue and readiness
+// when it has them, never closed by writ.
+func givenStore(st task.Store) *lifecycleStore {
+	s := &lifecycleStore{Store: st, desc: "given by the embedder"}
+	if q, ok := st.(task.WorkQueue); ok {
+		s.queue = q
+	}
+	if p, ok := st.(interface{ Ping(context.Context) error }); ok {
+		s.ping = p.Ping
+	}
+	return s
+}
 
 // limitsOf is what bounds every kind of store: lifecycle.max_tasks,
 // max_tasks_per_owner, ttl and retired_ids, push.max_configs_*, and the
@@ -57,9 +70,9 @@ func limitsOf(cfg *config.Config, onEvict func(task.Eviction)) task.MemoryLimits
 }
 
 // openStore opens the store cfg.Store names. An empty kind is memory here:
-// `writ serve` turns it into file before it starts (serveCmd); writ embedded
-// in code (the demo) keeps memory unless it asks for more.
-func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*stateStore, error) {
+// `writ serve` turns it into file before it starts; writ embedded in code
+// (the demo) keeps memory unless it asks for more.
+func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*lifecycleStore, error) {
 	sc := cfg.Store
 	l := limitsOf(cfg, evictionReporter(log, sink))
 	switch sc.Kind {
@@ -74,7 +87,7 @@ func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*stateSt
 		if err != nil {
 			return nil, fmt.Errorf("store (file %s): %w", path, err)
 		}
-		return &stateStore{Store: fs, queue: fs, ping: fs.Ping, close: fs.Close, desc: "file at " + path}, nil
+		return &lifecycleStore{Store: fs, queue: fs, ping: fs.Ping, close: fs.Close, desc: "file at " + path}, nil
 	case config.StoreRedis:
 		o, err := redisOptions(sc.Redis)
 		if err != nil {
@@ -92,9 +105,9 @@ func openStore(cfg *config.Config, log *slog.Logger, sink events.Sink) (*stateSt
 			log.Warn("the lifecycle store does not answer yet; writ is not ready until it does",
 				"store", sc.String(), "error", err)
 		}
-		return &stateStore{Store: rs, queue: rs, ping: rs.Ping, close: rs.Close, desc: sc.String()}, nil
+		return &lifecycleStore{Store: rs, queue: rs, ping: rs.Ping, close: rs.Close, desc: sc.String()}, nil
 	case config.StoreMemory, "":
-		return &stateStore{Store: task.NewMemoryStore(l), desc: "memory"}, nil
+		return &lifecycleStore{Store: task.NewMemoryStore(l), desc: "memory"}, nil
 	}
 	return nil, fmt.Errorf("store.kind: unknown kind %q", sc.Kind)
 }

@@ -1,9 +1,9 @@
-package main
+package server
 
 import (
 	"io"
-	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,28 +16,30 @@ import (
 // application's are answered), shutdown closes it, and a policy set that
 // lacks an application's decision refuses the start.
 func TestServeAuthZEN(t *testing.T) {
-	chdirRoot(t)
 	load := func(policies ...string) *config.Config {
-		cfg, err := config.Load("testdata/config/seed.yaml")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cfg.Listen, cfg.Admin, cfg.Push.Disabled = "127.0.0.1:0", "127.0.0.1:0", true
-		cfg.Policies = policies
-		cfg.AuthZEN.Listen, cfg.AuthZEN.Clients = "127.0.0.1:0", []string{"payments-investigator"}
-		cfg.AuthZEN.Applications = []config.AuthZENApplication{{Name: "todo", Package: "todo"}}
-		if err := cfg.Validate(); err != nil {
-			t.Fatal(err)
-		}
-		return cfg
+		return seed(t, func(cfg *config.Config) {
+			cfg.Policies = policies
+			cfg.AuthZEN.Listen, cfg.AuthZEN.Clients = "127.0.0.1:0", []string{"payments-investigator"}
+			cfg.AuthZEN.Applications = []config.AuthZENApplication{{Name: "todo", Package: "todo"}}
+		})
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	sc, err := startSidecar(t.Context(), load("policies", "testdata/authzen/policies"), quiet)
+	sc, err := New(t.Context(), load("policies", "testdata/authzen/policies"), WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := "http://" + sc.authzen.Addr()
-	tok := benchToken(t)
+	var names []string
+	for _, d := range sc.doors {
+		names = append(names, d.Name())
+	}
+	if strings.Join(names, ",") != "sidecar,authzen" {
+		t.Fatalf("doors %v", names)
+	}
+	base := "http://" + sc.ListenerAddr("authzen.listen")
+	raw, err := os.ReadFile("testdata/identity/bench_token.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := strings.TrimSpace(string(raw))
 	post := func(path, body string) string {
 		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -58,11 +60,11 @@ func TestServeAuthZEN(t *testing.T) {
 		"action": {"name": "can_create_todo"}, "resource": {"type": "todo", "id": "todo-1"}}`); got != `200 OK {"decision":false}` {
 		t.Errorf("todo: %s", got)
 	}
-	sc.shutdown(2 * time.Second)
+	shutdown(t, sc)
 	if _, err := (&http.Client{Timeout: time.Second}).Get(base + "/.well-known/authzen-configuration"); err == nil {
 		t.Error("the AuthZEN listener still answers after shutdown")
 	}
-	if _, err := startSidecar(t.Context(), load("policies"), quiet); err == nil || !strings.Contains(err.Error(), "data.todo.decision") {
+	if _, err := New(t.Context(), load("policies"), WithLogger(quiet())); err == nil || !strings.Contains(err.Error(), "data.todo.decision") {
 		t.Errorf("a set without the application's package: %v", err)
 	}
 }

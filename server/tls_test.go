@@ -1,7 +1,6 @@
-package main
+package server
 
 import (
-	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/seedagents"
+	"github.com/writ-authz/writ/internal/syncbuf"
 )
 
 // testPKI is a CA and what it signs, written as PEM files in dir.
@@ -154,12 +154,12 @@ agents:
 	if w := cfg.Warnings(); len(w) != 0 {
 		t.Errorf("warnings: %v", w)
 	}
-	var logBuf bytes.Buffer
-	sc, err := startSidecar(t.Context(), cfg, newLogger(&logBuf, slog.LevelInfo))
+	var logBuf syncbuf.Buffer
+	sc, err := New(t.Context(), cfg, WithLogger(NewLogger(&logBuf, slog.LevelInfo)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sc.shutdown(5 * time.Second)
+	defer shutdown(t, sc)
 	if !strings.HasPrefix(sc.URL(), "https://") {
 		t.Fatalf("URL %s", sc.URL())
 	}
@@ -211,7 +211,7 @@ agents:
 		}
 		plain.Body.Close()
 	}
-	sc.shutdown(5 * time.Second)
+	shutdown(t, sc)
 	// The decision log names the caller by its certificate too.
 	logged, _ := os.ReadFile(decisions)
 	if !strings.Contains(string(logged), `"method":"mtls"`) || !strings.Contains(string(logged), `"agent_id":"payments-investigator"`) {

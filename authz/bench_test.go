@@ -119,11 +119,12 @@ func BenchmarkEvaluatePartial(b *testing.B) {
 	p := loadShipped(b)
 	in := BuildInput(benchFacts(benchCaller(b)))
 	ctx := context.Background()
-	tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
-	prog, input := tp.prog.Load(), p.value(in, tp.tv)
+	tp := p.forTarget(ctx, &in.Target, in.Operation, in.Task.ID != "", nil)
+	prog := tp.prog.Load()
 	if prog == nil {
 		b.Fatal("no residual")
 	}
+	input := prog.view.value(p.Revision, in, prog.tv)
 	b.ReportAllocs()
 	for b.Loop() {
 		if d, err := p.decision(ctx, prog, input); err != nil || !d.Allow {
@@ -211,6 +212,65 @@ func BenchmarkDecideNewToken(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		f.Caller = callers[i%len(callers)]
 		if d, _ := e.Decide(ctx, BuildInput(f)); !d.Allow {
+			b.Fatalf("%+v", d)
+		}
+	}
+}
+
+// newSubjectCallers are n callers as tokens of n different subjects of the
+// benchmark caller's agent would make them: another sub (user id) each, the
+// rest of the claims the same, each with its claims digest.
+func newSubjectCallers(c identity.Caller, n int) []identity.Caller {
+	out := newTokenCallers(c, n)
+	for i := range out {
+		out[i].UserID = "u-bench-" + strconv.Itoa(i)
+		out[i].Claims["sub"] = out[i].UserID
+		out[i].ClaimsDigest = identity.DigestClaims(out[i].Claims)
+	}
+	return out
+}
+
+// BenchmarkDecideNewSubject: the benchmark delegation (a send that names no
+// task) from another subject each time, every request from another person:
+// the distinct-subject workload. The residual of such a send reads nothing
+// of the subject, so after the first decision each is a hit.
+func BenchmarkDecideNewSubject(b *testing.B) {
+	e, err := NewEngine(loadShipped(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	callers := newSubjectCallers(benchCaller(b), 20000)
+	f := benchFacts(callers[0])
+	ctx := context.Background()
+	e.Decide(ctx, BuildInput(f))
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.Caller = callers[i%len(callers)]
+		if d, _ := e.Decide(ctx, BuildInput(f)); !d.Allow || !d.CacheHit {
+			b.Fatalf("%+v", d)
+		}
+	}
+}
+
+// BenchmarkDecideNewSubjectReply: a reply to a running task of the caller's
+// agent from another subject each time: the ownership check reads the
+// subject, so each decision is a miss (the distinct-subject workload's cold
+// path).
+func BenchmarkDecideNewSubjectReply(b *testing.B) {
+	e, err := NewEngine(loadShipped(b), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	callers := newSubjectCallers(benchCaller(b), 20000)
+	f := benchFacts(callers[0])
+	f.Request.TaskID = "t-bench"
+	f.Record = &task.Task{ID: "t-bench", State: task.Running,
+		Owner: task.Owner{AgentID: callers[0].AgentID, Tenant: callers[0].Tenant, UserID: callers[0].UserID}}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		f.Caller = callers[i%len(callers)]
+		if d, _ := e.Decide(ctx, BuildInput(f)); !d.Allow || (d.CacheHit && i < len(callers)) {
 			b.Fatalf("%+v", d)
 		}
 	}

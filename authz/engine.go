@@ -140,16 +140,19 @@ func (e *Engine) CacheStats() (hits, misses uint64) { return e.hits.Load(), e.mi
 // evaluation fails the decision denies with POLICY_ERROR (or passes in dry-run),
 // and the error says why, for the log.
 //
-// The cache key covers only what the policy can read of the input (see
-// reads.go): two inputs that differ elsewhere share a decision. A policy that
-// calls a nondeterministic built-in (time, randomness, HTTP) is never cached.
+// The cache key covers only what the program that decides can read of the
+// input (see reads.go and keyOn): the residual of the input's target,
+// operation and task id when there is one, else the whole policy. Two inputs
+// that differ elsewhere share a decision. A policy that calls a
+// nondeterministic built-in (time, randomness, HTTP) is never cached.
 func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 	start := time.Now()
 	p := e.policy.Load()
+	tp, prog := p.program(ctx, in, e.log)
 	cache := e.cache != nil && !p.reads.nondeterministic
 	var key [32]byte
 	if cache {
-		key = p.key(in)
+		key = p.keyOn(tp, prog, in)
 		if d, ok := e.cache.Get(key); ok {
 			e.hits.Add(1)
 			d.ID, d.CacheHit, d.Duration = newID(), true, time.Since(start)
@@ -157,11 +160,11 @@ func (e *Engine) Decide(ctx context.Context, in *Input) (Decision, error) {
 		}
 		e.misses.Add(1)
 	}
-	d, err := p.decide(ctx, in, e.log)
+	d, keyed, err := p.decide(ctx, tp, prog, in, e.log)
 	d.Revision = p.Revision
 	if err != nil {
 		d = Decision{Revision: p.Revision, Denials: []task.Denial{{Code: PolicyErrorCode, Reason: err.Error()}}}
-	} else if cache {
+	} else if cache && keyed {
 		e.cache.Add(key, d)
 	}
 	d.ID, d.Duration = newID(), time.Since(start)
@@ -177,33 +180,43 @@ func (e *Engine) finish(d Decision) Decision {
 	return d
 }
 
-// decide evaluates in: on the residual of its target when there is one, else on
-// the whole policy. A target's first decisions are also evaluated on the whole
-// policy; a residual that disagrees is dropped for good.
-func (p *Policy) decide(ctx context.Context, in *Input, log *slog.Logger) (Decision, error) {
-	tp := p.forTarget(ctx, &in.Target, in.Operation, log)
+// program is what decides in: the residual of its target, operation and
+// task id (tp, and its program; nil when it has none), or the whole policy
+// (tp nil).
+func (p *Policy) program(ctx context.Context, in *Input, log *slog.Logger) (*targetProgram, *program) {
+	tp := p.forTarget(ctx, &in.Target, in.Operation, in.Task.ID != "", log)
 	if tp == nil {
-		return p.decision(ctx, p.full, p.value(in, nil))
+		return nil, nil
 	}
-	input := p.value(in, tp.tv)
-	prog := tp.prog.Load()
+	return tp, tp.prog.Load()
+}
+
+// decide evaluates in on prog, the residual tp holds, or on the whole
+// policy when there is none. A residual's first decisions are also evaluated
+// on the whole policy; a residual that disagrees is dropped for good, and
+// the whole policy's decision is not to be cached under the residual's key
+// (keyed false): what the residual reads cannot be trusted to be what
+// decides.
+func (p *Policy) decide(ctx context.Context, tp *targetProgram, prog *program, in *Input, log *slog.Logger) (d Decision, keyed bool, err error) {
 	if prog == nil {
-		return p.decision(ctx, p.full, input)
+		d, err = p.decision(ctx, p.full, p.value(in, nil))
+		return d, true, err
 	}
-	d, err := p.decision(ctx, prog, input)
+	d, err = p.decision(ctx, prog, prog.view.value(p.Revision, in, prog.tv))
 	if tp.checks.Load() > 0 && tp.checks.Add(-1) >= 0 {
-		fd, ferr := p.decision(ctx, p.full, input)
+		fd, ferr := p.decision(ctx, p.full, p.value(in, nil))
 		if !sameDecision(d, err, fd, ferr) {
-			tp.prog.Store(nil)
+			tp.prog.CompareAndSwap(prog, nil)
 			if log == nil {
 				log = slog.Default()
 			}
 			log.Error("the partially evaluated policy disagreed with the whole policy; the target is evaluated whole from now on",
-				"target", in.Target.Name, "revision", p.Revision, "residual", d, "whole", fd, "residual_error", err, "whole_error", ferr)
-			return fd, ferr
+				"target", in.Target.Name, "operation", tp.op, "names_task", tp.named, "revision", p.Revision,
+				"residual", d, "whole", fd, "residual_error", err, "whole_error", ferr)
+			return fd, false, ferr
 		}
 	}
-	return d, err
+	return d, true, err
 }
 
 // evaluate decides in on the whole policy and the whole input (no partial

@@ -25,6 +25,11 @@ type program struct {
 	query    ast.Body
 	// undefined: partial evaluation proved the decision undefined.
 	undefined bool
+	// view is what a residual reads of the input (nil for the whole
+	// policy, whose view is its Policy's); tv is the residual's target part
+	// of the input, converted once (nil when it reads none of the target).
+	view *view
+	tv   ast.Value
 }
 
 // decisionQuery is `decision = <query>` for a query that is one reference.

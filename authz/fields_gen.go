@@ -16,6 +16,17 @@ var sectionsInput = []string{"version", "direction", "operation", "protocol", "c
 // fieldNamesInput are the member names at every level of Input.
 var fieldNamesInput = []string{"version", "direction", "operation", "name", "binding", "method", "protocol", "authenticated", "issuer", "agent_id", "user_id", "tenant", "scopes", "delegation_chain", "classification", "chain_id", "scopes_recorded", "hops", "claims", "caller", "owner", "tenants", "max_data_classification", "security_schemes", "id", "tags", "skills", "push_notifications", "target", "context_id", "state", "data_classification", "text", "file", "data", "parts", "file_uris", "skill", "task", "url", "scheme", "host", "port", "has_token", "auth_scheme", "push", "path", "source_address", "request", "root", "egress"}
 
+// sectionMembersInput are the members of each section of Input that is a struct, in order.
+var sectionMembersInput = map[string][]string{
+	"protocol": {"name", "version", "binding", "method"},
+	"caller":   {"authenticated", "method", "issuer", "agent_id", "user_id", "tenant", "scopes", "delegation_chain", "classification", "chain_id", "hops", "claims"},
+	"target":   {"name", "owner", "tenants", "max_data_classification", "security_schemes", "skills", "push_notifications"},
+	"task":     {"id", "context_id", "state", "owner", "data_classification", "parts", "file_uris", "skill"},
+	"push":     {"url", "scheme", "host", "port", "has_token", "auth_scheme"},
+	"request":  {"method", "path", "host", "source_address", "tenant"},
+	"egress":   {"root"},
+}
+
 // valueInputProtocol converts x to an OPA object.
 func valueInputProtocol(x *InputProtocol) ast.Value {
 	return ast.NewObject(

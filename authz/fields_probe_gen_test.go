@@ -15,6 +15,14 @@ var sectionsProbeInput = []string{"version", "direction", "caller", "target", "p
 // fieldNamesProbeInput are the member names at every level of probeInput.
 var fieldNamesProbeInput = []string{"version", "direction", "agent_id", "chain_id", "scopes", "classification", "tenant", "depth", "delegated", "extra", "origin", "hops", "claims", "verified", "caller", "name", "tenants", "id", "tags", "skills", "owner", "limits", "target", "url", "port", "has_token", "push", "state", "record", "level", "attempt", "labels", "note"}
 
+// sectionMembersProbeInput are the members of each section of probeInput that is a struct, in order.
+var sectionMembersProbeInput = map[string][]string{
+	"caller": {"agent_id", "chain_id", "hops", "scopes", "claims", "verified"},
+	"target": {"name", "tenants", "skills", "owner", "limits"},
+	"push":   {"url", "port", "has_token"},
+	"record": {"state"},
+}
+
 // valueProbeOrigin converts x to an OPA object.
 func valueProbeOrigin(x *probeOrigin) ast.Value {
 	return ast.NewObject(

@@ -67,7 +67,7 @@ type table[T any] struct {
 // paths is its own revision, as it would be in production.
 func inputTable(t *testing.T) table[Input] {
 	policy := func(paths [][]string) *Policy {
-		return &Policy{Revision: fmt.Sprint(paths), reads: reads{paths: paths}, shape: shapeOf(paths)}
+		return &Policy{Revision: fmt.Sprint(paths), reads: reads{paths: paths}, view: newView(reads{paths: paths}, false)}
 	}
 	return table[Input]{
 		sections: sectionsInput,
@@ -76,7 +76,7 @@ func inputTable(t *testing.T) table[Input] {
 			p := policy(paths)
 			v := p.value(in, nil)
 			// The residual's route: the target converted once, as forTarget does.
-			tv := pruned(&in.Target, p.shape["target"], valueInputTarget, fieldInputTarget)
+			tv := pruned(&in.Target, p.view.shape["target"], valueInputTarget, fieldInputTarget)
 			if w := p.value(in, tv); w.Compare(v) != 0 {
 				t.Errorf("reading %v, the input with the residual's target is %v, without %v", paths, w, v)
 			}
@@ -104,12 +104,57 @@ func TestFieldTable(t *testing.T) {
 	if !slices.Equal(sectionsInput, jsonNames(reflect.TypeFor[Input]())) {
 		t.Fatalf("sections %v", sectionsInput)
 	}
-	var unknown []string
-	for _, tm := range unknownInput {
-		unknown = append(unknown, string(tm.Value.(ast.Ref)[1].Value.(ast.String)))
+	structs := 0
+	for i := range reflect.TypeFor[Input]().NumField() {
+		f := reflect.TypeFor[Input]().Field(i)
+		ft := f.Type
+		if ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		name, _, ok := member(f)
+		if !ok || ft.Kind() != reflect.Struct {
+			continue
+		}
+		structs++
+		if got, want := sectionMembersInput[name], jsonNames(ft); !slices.Equal(got, want) {
+			t.Errorf("members of %s: %v, want %v", name, got, want)
+		}
 	}
-	if want := slices.DeleteFunc(slices.Clone(sectionsInput), func(s string) bool { return s == "target" }); !slices.Equal(unknown, want) {
-		t.Errorf("partial evaluation's unknowns %v, want every section but the target %v", unknown, want)
+	if structs != len(sectionMembersInput) {
+		t.Errorf("sectionMembersInput has %d sections, the input %d", len(sectionMembersInput), structs)
+	}
+	paths := func(ts []*ast.Term) []string {
+		var out []string
+		for _, tm := range ts {
+			var steps []string
+			for _, el := range tm.Value.(ast.Ref)[1:] {
+				steps = append(steps, string(el.Value.(ast.String)))
+			}
+			out = append(out, strings.Join(steps, "."))
+		}
+		return out
+	}
+	if got, want := paths(unknowns[0][0]), slices.DeleteFunc(slices.Clone(sectionsInput), func(s string) bool { return s == "target" }); !slices.Equal(got, want) {
+		t.Errorf("partial evaluation's unknowns %v, want every section but the target %v", got, want)
+	}
+	// With the task id known, every other member of the task is unknown by
+	// name: a member left out would be evaluated as absent.
+	var want []string
+	for _, s := range sectionsInput {
+		switch s {
+		case "target", "operation":
+		case "task":
+			for _, m := range sectionMembersInput["task"] {
+				if m != "id" {
+					want = append(want, "task."+m)
+				}
+			}
+		default:
+			want = append(want, s)
+		}
+	}
+	if got := paths(unknowns[1][1]); !slices.Equal(got, want) {
+		t.Errorf("unknowns with the operation and the task id known: %v, want %v", got, want)
 	}
 	checkTable(t, inputTable(t))
 }

@@ -34,7 +34,37 @@ func (p *Policy) key(in *Input) [32]byte {
 	}
 	e := getKeyEnc()
 	e.s(p.Revision)
-	for _, path := range p.reads.paths {
+	for _, path := range p.view.keyPaths {
+		keyInputAt(e, in, path)
+	}
+	return e.sum()
+}
+
+// residualDomain opens the key of a decision made on a residual: no policy
+// revision is this string, so such a key never encodes like a key of the
+// whole policy, whose encoding opens with the revision.
+const residualDomain = "writ/residual"
+
+// keyOn is the decision-cache key of in when the residual tp decides it (the
+// whole policy's key when tp is nil or has no program): the revision, the
+// residual's name (its operation, whether the request names a task, its
+// target's content) and, for each path the residual reads, the value there.
+// Inputs the whole policy would tell apart but the residual cannot (another
+// subject on a send that names no task, where only a follow-up reads the
+// subject) share a decision.
+func (p *Policy) keyOn(tp *targetProgram, prog *program, in *Input) [32]byte {
+	if tp == nil || prog == nil || prog.view == nil {
+		return p.key(in)
+	}
+	e := getKeyEnc()
+	e.s(residualDomain)
+	e.s(p.Revision)
+	e.b = append(e.b, tp.ident[:]...)
+	if prog.view.reads.all {
+		keyInput(e, in)
+		return e.sum()
+	}
+	for _, path := range prog.view.keyPaths {
 		keyInputAt(e, in, path)
 	}
 	return e.sum()

@@ -17,17 +17,26 @@ import (
 
 // A target agent's platform metadata is static (it comes from writ's config, never
 // from the caller), and an operation is one of thirteen, so the policy is
-// partially evaluated once per target and operation: with input.target and
-// input.operation known and the rest of the input unknown, OPA folds every rule
-// that only reads the target, the operation and data.writ.config into constants,
-// drops the checks that do not apply to the operation, and leaves a residual
-// program that evaluates the rest. The residual is built on the pair's first
-// decision under a policy revision (and again, ahead of the swap, on a reload);
-// it must decide exactly as the whole policy does, which TestPartialMatchesFull
-// checks over a generated matrix of inputs, and which the first decisions of
-// every residual check again at run time: a residual that ever disagrees is
-// dropped and its decisions evaluated whole. An operation writ does not know is
-// evaluated on the target's residual with the operation unknown.
+// partially evaluated once per target and operation, and per whether the
+// request names a task: with input.target and input.operation known (and,
+// for a request that names no task, input.task.id known to be ""), and the
+// rest of the input unknown, OPA folds every rule that only reads those and
+// data.writ.config into constants, drops the checks that do not apply (a
+// follow-up's ownership check, on a send that starts a task), and leaves a
+// residual program that evaluates the rest. The residual is built on its
+// first decision under a policy revision (and again, ahead of the swap, on a
+// reload); it must decide exactly as the whole policy does, which
+// TestPartialMatchesFull checks over a generated matrix of inputs, and which
+// the first decisions of every residual check again at run time: a residual
+// that ever disagrees is dropped and its decisions evaluated whole. An
+// operation writ does not know is evaluated on the target's residual with the
+// operation unknown.
+//
+// A residual reads less than the whole policy (a send that names no task
+// reads nothing of the caller's subject in the shipped policy), and what it
+// reads is its own view (shape.go): its OPA input and its decision-cache key
+// (keyOn) cover that and nothing else, so decisions hit across callers that
+// differ only where the residual cannot look.
 
 // partialNamespace is where the residual's support rules live (data.writ_partial).
 const partialNamespace = "writ_partial"
@@ -41,81 +50,111 @@ const maxResiduals = 256
 // the whole policy and compared.
 const verifyDecisions = 8
 
-// unknownInput is every top-level member of the writ/v1 input but target, and
-// but target and operation.
-var unknownInput, unknownInputButOp = func() ([]*ast.Term, []*ast.Term) {
-	var all, butOp []*ast.Term
+// unknownsFor are the unknowns of a partial evaluation: every top-level
+// member of the writ/v1 input but target (and but operation when opKnown),
+// and, when the task id is known, every member of the task but its id.
+func unknownsFor(opKnown, idKnown bool) []*ast.Term {
+	var out []*ast.Term
 	for _, k := range sectionsInput {
-		if k == "target" {
-			continue
-		}
-		t := ast.NewTerm(ast.InputRootRef.Append(ast.StringTerm(k)))
-		all = append(all, t)
-		if k != "operation" {
-			butOp = append(butOp, t)
+		switch {
+		case k == "target", k == "operation" && opKnown:
+		case k == "task" && idKnown:
+			for _, m := range sectionMembersInput["task"] {
+				if m != "id" {
+					out = append(out, ast.NewTerm(ast.InputRootRef.Append(ast.StringTerm(k)).Append(ast.StringTerm(m))))
+				}
+			}
+		default:
+			out = append(out, ast.NewTerm(ast.InputRootRef.Append(ast.StringTerm(k))))
 		}
 	}
-	return all, butOp
-}()
-
-// residualKey names a residual: a target digest and an operation ("" for the
-// residual with the operation unknown).
-type residualKey struct {
-	target [32]byte
-	op     string
+	return out
 }
 
-// targetProgram is the residual of a target and an operation.
+// unknowns are unknownsFor's four answers, by [opKnown][idKnown].
+var unknowns = [2][2][]*ast.Term{
+	{unknownsFor(false, false), unknownsFor(false, true)},
+	{unknownsFor(true, false), unknownsFor(true, true)},
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// targetProgram is the residual of a target, an operation and whether the
+// request names a task.
 type targetProgram struct {
 	once   sync.Once
 	target InputTarget
 	op     string
+	// named: the requests it decides name a task (input.task.id is not "").
+	named bool
+	// ident names the residual in decision-cache keys: a digest of its
+	// operation, named and its target's content.
+	ident  [32]byte
 	prog   atomic.Pointer[program] // nil: evaluate the whole policy
-	tv     ast.Value               // the target part of the input, converted once
 	checks atomic.Int32
 }
 
-// targets holds a policy's residuals.
+// targets holds a policy's residuals, by residualName.
 type targets struct {
-	mu sync.Mutex
-	m  map[residualKey]*targetProgram
+	mu sync.RWMutex
+	m  map[string]*targetProgram
+}
+
+// residualName encodes what names a residual (its operation, named, its
+// target's content) into e.
+func residualName(e *keyEnc, t *InputTarget, op string, named bool) {
+	e.s(op)
+	e.flag(named)
+	keyInputTarget(e, t)
 }
 
 // targetDigest identifies a target by its content.
 func targetDigest(t *InputTarget) [32]byte { return digestOf("InputTarget", t, keyInputTarget) }
 
-// forTarget returns the residual of the target and operation, building it on
-// first use; nil when the policy keeps no more residuals.
-func (p *Policy) forTarget(ctx context.Context, t *InputTarget, op string, log *slog.Logger) *targetProgram {
+// forTarget returns the residual of the target, the operation and named,
+// building it on first use; nil when the policy keeps no more residuals.
+func (p *Policy) forTarget(ctx context.Context, t *InputTarget, op string, named bool, log *slog.Logger) *targetProgram {
 	if p.noPartial {
 		return nil
 	}
 	if !task.Operation(op).Known() {
 		op = "" // a residual is built per operation of task.Operations; any other uses the target's
 	}
-	k := residualKey{target: targetDigest(t), op: op}
-	p.targets.mu.Lock()
-	tp, ok := p.targets.m[k]
+	e := getKeyEnc()
+	residualName(e, t, op, named)
+	p.targets.mu.RLock()
+	tp, ok := p.targets.m[string(e.b)] // no copy of the name on a lookup
+	p.targets.mu.RUnlock()
 	if !ok {
-		if len(p.targets.m) >= maxResiduals {
-			p.targets.mu.Unlock()
-			return nil
+		p.targets.mu.Lock()
+		if tp, ok = p.targets.m[string(e.b)]; !ok {
+			if len(p.targets.m) >= maxResiduals {
+				p.targets.mu.Unlock()
+				keyEncs.Put(e)
+				return nil
+			}
+			tp = &targetProgram{target: cloneInputTarget(t), op: op, named: named}
+			tp.checks.Store(verifyDecisions)
+			tp.ident = digestOf("residual", tp, func(e *keyEnc, tp *targetProgram) { residualName(e, &tp.target, tp.op, tp.named) })
+			p.targets.m[string(e.b)] = tp
 		}
-		tp = &targetProgram{target: cloneInputTarget(t), op: op}
-		tp.checks.Store(verifyDecisions)
-		p.targets.m[k] = tp
+		p.targets.mu.Unlock()
 	}
-	p.targets.mu.Unlock()
+	keyEncs.Put(e)
 	tp.once.Do(func() {
-		tp.tv = pruned(&tp.target, p.shape["target"], valueInputTarget, fieldInputTarget)
 		// Built once for every later decision: not bound to this request's context.
-		prog, err := p.partial(context.WithoutCancel(ctx), &tp.target, op)
+		prog, err := p.partial(context.WithoutCancel(ctx), &tp.target, op, named)
 		if err != nil {
 			if log == nil {
 				log = slog.Default()
 			}
 			log.Warn("partial evaluation failed; the target is evaluated on the whole policy",
-				"target", t.Name, "operation", op, "revision", p.Revision, "error", err)
+				"target", t.Name, "operation", op, "names_task", named, "revision", p.Revision, "error", err)
 			return
 		}
 		tp.prog.Store(prog)
@@ -133,7 +172,7 @@ func (p *Policy) prepare(ctx context.Context, from *Policy, log *slog.Logger) {
 	}
 	from.targets.mu.Unlock()
 	for _, tp := range built {
-		p.forTarget(ctx, &tp.target, tp.op, log)
+		p.forTarget(ctx, &tp.target, tp.op, tp.named, log)
 	}
 }
 
@@ -143,9 +182,9 @@ func (p *Policy) Targets() []InputTarget {
 	defer p.targets.mu.Unlock()
 	seen := map[[32]byte]bool{}
 	var out []InputTarget
-	for k, tp := range p.targets.m {
-		if !seen[k.target] {
-			seen[k.target] = true
+	for _, tp := range p.targets.m {
+		if d := targetDigest(&tp.target); !seen[d] {
+			seen[d] = true
 			out = append(out, tp.target)
 		}
 	}
@@ -154,29 +193,35 @@ func (p *Policy) Targets() []InputTarget {
 }
 
 // partial evaluates the policy with input.target (and input.operation, unless op
-// is "") known and compiles the residual: the queries become the bodies of
-// data.writ_partial.result.__result__, beside the support rules, and the
-// policy's own modules when the residual still refers to their rules.
-func (p *Policy) partial(ctx context.Context, t *InputTarget, op string) (*program, error) {
+// is "", and input.task.id as "" unless named) known and compiles the
+// residual: the queries become the bodies of data.writ_partial.result.__result__,
+// beside the support rules, and the policy's own modules when the residual
+// still refers to their rules. Its view is what the compiled residual can
+// reach of the input.
+func (p *Policy) partial(ctx context.Context, t *InputTarget, op string, named bool) (*program, error) {
 	txn, err := p.store.NewTransaction(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer p.store.Abort(ctx, txn)
 	known := ast.NewObject(item("target", valueInputTarget(t)))
-	unknowns := unknownInput
 	if op != "" {
 		known.Insert(ast.StringTerm("operation"), ast.StringTerm(op))
-		unknowns = unknownInputButOp
+	}
+	if !named {
+		// The task's other members stay unknown (unknowns), each by name, so
+		// that a rule reading any of them, or the task whole, is kept.
+		known.Insert(ast.StringTerm("task"), ast.NewTerm(ast.NewObject(item("id", ast.String("")))))
 	}
 	queries, support, err := topdown.NewQuery(p.full.query).WithCompiler(p.compiler).WithStore(p.store).
-		WithTransaction(txn).WithInput(ast.NewTerm(known)).WithUnknowns(unknowns).
+		WithTransaction(txn).WithInput(ast.NewTerm(known)).WithUnknowns(unknowns[b2i(op != "")][b2i(!named)]).
 		WithPartialNamespace(partialNamespace).PartialRun(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if len(queries) == 0 {
-		return &program{undefined: true}, nil
+		// Undefined whatever the rest of the input: it reads none of it.
+		return &program{undefined: true, view: newView(reads{}, true)}, nil
 	}
 	result, err := ast.ParseModuleWithOpts("writ_partial_result", "package "+partialNamespace+".result",
 		ast.ParserOptions{RegoVersion: ast.RegoV1})
@@ -209,7 +254,11 @@ func (p *Policy) partial(ctx context.Context, t *InputTarget, op string) (*progr
 	if err != nil {
 		return nil, fmt.Errorf("compiling the residual query: %w", err)
 	}
-	return &program{compiler: c, query: q}, nil
+	prog := &program{compiler: c, query: q, view: newView(analyzeReachable(c, q), true)}
+	if _, reads := prog.view.shape["target"]; reads || prog.view.reads.all {
+		prog.tv = pruned(t, prog.view.shape["target"], valueInputTarget, fieldInputTarget)
+	}
+	return prog, nil
 }
 
 // refersToRules reports whether a residual refers to a rule of the policy's own

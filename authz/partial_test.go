@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/writ-authz/writ/authz/identity"
+	"github.com/writ-authz/writ/task"
 )
 
 // checkPartial compares, for every input, the decision of the target's residual
@@ -18,16 +19,23 @@ func checkPartial(t *testing.T, p *Policy, inputs []*Input) {
 	residuals := map[string]bool{}
 	for i, in := range inputs {
 		want, werr := evaluate(ctx, p, in)
-		tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
+		tp := p.forTarget(ctx, &in.Target, in.Operation, in.Task.ID != "", nil)
 		if tp == nil {
-			t.Fatal("no residual slot")
+			// The matrix asks for more residuals than a policy keeps: start
+			// over with none.
+			p.targets.mu.Lock()
+			p.targets.m = map[string]*targetProgram{}
+			p.targets.mu.Unlock()
+			if tp = p.forTarget(ctx, &in.Target, in.Operation, in.Task.ID != "", nil); tp == nil {
+				t.Fatal("no residual slot")
+			}
 		}
 		prog := tp.prog.Load()
 		if prog == nil {
 			t.Fatalf("input %d: no residual for target %q", i, in.Target.Name)
 		}
 		residuals[in.Target.Name] = true
-		got, gerr := p.decision(ctx, prog, p.value(in, tp.tv))
+		got, gerr := p.decision(ctx, prog, prog.view.value(p.Revision, in, prog.tv))
 		if !sameDecision(got, gerr, want, werr) {
 			t.Fatalf("input %d (%s to %q by %q):\n residual %+v %v\n    whole %+v %v", i, in.Operation,
 				in.Target.Name, in.Caller.AgentID, got, gerr, want, werr)
@@ -86,8 +94,8 @@ func TestPartialDisagreementFallsBack(t *testing.T) {
 	p := loadShipped(t)
 	wrong := loadRego(t, "package writ.authz\n\ndecision := {\"allow\": true, \"denials\": []}\n")
 	in := BuildInput(facts(investigator, kyc)) // denied: classification and tenant
-	tp := p.forTarget(ctx, &in.Target, in.Operation, nil)
-	tp.prog.Store(&program{compiler: wrong.compiler, query: wrong.full.query})
+	tp := p.forTarget(ctx, &in.Target, in.Operation, false, nil)
+	tp.prog.Store(&program{compiler: wrong.compiler, query: wrong.full.query, view: p.view})
 	e, _ := NewEngine(p, Options{})
 	d, err := e.Decide(ctx, in)
 	if err != nil || d.Allow || !slices.Equal(codes(d), []string{"CLASSIFICATION_EXCEEDED", "TENANT_NOT_PERMITTED"}) {
@@ -95,6 +103,36 @@ func TestPartialDisagreementFallsBack(t *testing.T) {
 	}
 	if tp.prog.Load() != nil {
 		t.Fatal("the disagreeing residual was kept")
+	}
+	// What it decided was not cached under the residual's key: the next
+	// decision is the whole policy's own.
+	if d, _ := e.Decide(ctx, in); d.CacheHit || d.Allow {
+		t.Fatalf("after the disagreement: %+v", d)
+	}
+}
+
+// TestEveryResidualIsVerified: the residuals of one target and operation
+// (a request naming a task, and one naming none) each have their first
+// decisions checked against the whole policy: those of one do not vouch
+// for the other.
+func TestEveryResidualIsVerified(t *testing.T) {
+	ctx := context.Background()
+	p := loadShipped(t)
+	e, _ := NewEngine(p, Options{CacheSize: -1})
+	for range verifyDecisions + 2 {
+		if d, err := e.Decide(ctx, BuildInput(facts(investigator, sanctions))); err != nil || !d.Allow {
+			t.Fatalf("%+v %v", d, err)
+		}
+	}
+	f := facts(investigator, sanctions)
+	f.Request.TaskID = "t-1"
+	f.Record = &task.Task{State: task.Running, Owner: task.Owner{AgentID: "kyc-refresh-agent", Tenant: "wholesale"}}
+	in := BuildInput(f)
+	tp := p.forTarget(ctx, &in.Target, in.Operation, true, nil)
+	wrong := loadRego(t, "package writ.authz\n\ndecision := {\"allow\": true, \"denials\": []}\n")
+	tp.prog.Store(&program{compiler: wrong.compiler, query: wrong.full.query, view: p.view})
+	if d, _ := e.Decide(ctx, in); d.Allow || !slices.Equal(codes(d), []string{"NOT_TASK_OWNER"}) || tp.prog.Load() != nil {
+		t.Fatalf("a reply to another's task, on a wrong residual: %+v (kept: %v)", d, tp.prog.Load() != nil)
 	}
 }
 
@@ -123,8 +161,8 @@ func TestReloadRebuildsResiduals(t *testing.T) {
 	// missing residual on demand).
 	built := map[string]bool{}
 	np.targets.mu.Lock()
-	for k, tp := range np.targets.m {
-		if k.op == "send" {
+	for _, tp := range np.targets.m {
+		if tp.op == "send" {
 			built[tp.target.Name] = tp.prog.Load() != nil
 		}
 	}

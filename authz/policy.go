@@ -39,10 +39,12 @@ type Policy struct {
 	modules map[string]*ast.Module
 	// full is the decision query on the whole policy.
 	full *program
-	// reads is what of the input the policy can read: the decision-cache key
-	// and the OPA input cover that and nothing else.
+	// reads is what of the input the policy can read, every rule of it;
+	// view is what its decision reads of it: the decision-cache key and the
+	// OPA input of the whole policy cover that and nothing else (a
+	// residual's cover what the residual reads, partial.go).
 	reads reads
-	shape shape
+	view  *view
 	// noPartial: every target evaluates the whole policy.
 	noPartial bool
 	targets   targets
@@ -139,7 +141,7 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 		return nil, fmt.Errorf("loading policy data: %w", err)
 	}
 	p := &Policy{Revision: revision, Files: files, Loaded: time.Now(), store: store, noPartial: opt.NoPartial,
-		targets: targets{m: map[residualKey]*targetProgram{}}}
+		targets: targets{m: map[string]*targetProgram{}}}
 	if !opt.SkipTests {
 		_, sum, err := runTests(ctx, res.ParsedModules(), store)
 		p.Tests = sum
@@ -206,7 +208,7 @@ func (p *Policy) compile(ctx context.Context, files map[string]*loader.RegoFile,
 	}
 	p.compiler, p.full = c, &program{compiler: c, query: q}
 	p.reads = analyzeReads(c.Modules)
-	p.shape = shapeOf(p.reads.paths)
+	p.view = newView(p.reads, false)
 	return nil
 }
 

@@ -56,9 +56,13 @@ type analysis struct {
 	seen map[ast.Var]bool
 }
 
+func newAnalysis() *analysis {
+	return &analysis{paths: map[string][]string{}, params: map[string][]paramUse{}, calls: map[string][][]*ast.Term{}}
+}
+
 // analyzeReads walks every rule of the compiled modules.
 func analyzeReads(modules map[string]*ast.Module) reads {
-	a := &analysis{paths: map[string][]string{}, params: map[string][]paramUse{}, calls: map[string][][]*ast.Term{}}
+	a := newAnalysis()
 	names := make([]string, 0, len(modules))
 	for name := range modules {
 		names = append(names, name)
@@ -71,7 +75,52 @@ func analyzeReads(modules map[string]*ast.Module) reads {
 			}
 		}
 	}
-	// Resolve the parameter uses at their call sites.
+	return a.result()
+}
+
+// analyzeReachable walks the query and every rule it can reach, through the
+// references to data in each (a reference reaches every rule at or under
+// its ground prefix, and every rule it may name beyond it): what one
+// program can observe of its input, where analyzeReads answers for every
+// rule of the modules. A residual is compiled beside the policy's own
+// modules when it calls one of their rules (a helper function); only what
+// it reaches of them runs, so only that is read.
+func analyzeReachable(c *ast.Compiler, query ast.Body) reads {
+	a := newAnalysis()
+	seen := map[*ast.Rule]bool{}
+	var queue []*ast.Rule
+	reach := func(x any) {
+		ast.WalkRefs(x, func(r ast.Ref) bool {
+			if !r[0].Equal(ast.DefaultRootDocument) {
+				return false
+			}
+			prefix := r.GroundPrefix()
+			for _, rule := range append(c.GetRules(prefix), c.GetRulesWithPrefix(prefix)...) {
+				if !seen[rule] {
+					seen[rule] = true
+					queue = append(queue, rule)
+				}
+			}
+			return false
+		})
+	}
+	// The query itself, as the body of a rule of its own.
+	a.rule(&ast.Rule{Head: &ast.Head{}, Body: query})
+	reach(query)
+	for len(queue) > 0 {
+		r := queue[0]
+		queue = queue[1:]
+		for rule := r; rule != nil; rule = rule.Else {
+			a.rule(rule)
+			reach(rule)
+		}
+	}
+	return a.result()
+}
+
+// result resolves the parameter uses at their call sites and returns what
+// the walked rules read.
+func (a *analysis) result() reads {
 	for fn, uses := range a.params {
 		for _, args := range a.calls[fn] {
 			for _, u := range uses {

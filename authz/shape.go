@@ -32,26 +32,67 @@ func shapeOf(paths [][]string) shape {
 	return root
 }
 
+// view is what one program reads of the input — the whole policy, or one
+// residual (partial.go) — and how its OPA input and its decision-cache key
+// are made from that: the read paths, their tree, the paths the key
+// encodes, and the paths into the caller with the tag its memoized caller
+// values go by.
+type view struct {
+	reads reads
+	shape shape
+	// keyPaths are the read paths the key encodes: all of them, or for a
+	// residual all but the target's (the residual's name in the key is its
+	// target's content).
+	keyPaths [][]string
+	// caller are the read paths into the caller, without "caller"; callerTag
+	// is a digest of them, so that two views that read different members of
+	// one caller never share its converted value.
+	caller    [][]string
+	callerTag [32]byte
+}
+
+// newView is the view of a program that reads r. named: the key names the
+// target otherwise (a residual), so its paths leave the target out.
+func newView(r reads, named bool) *view {
+	v := &view{reads: r, shape: shapeOf(r.paths)}
+	e := getKeyEnc()
+	e.s("caller paths")
+	for _, path := range r.paths {
+		if path[0] == "caller" {
+			v.caller = append(v.caller, path[1:])
+			e.list(path[1:])
+		}
+		if !named || path[0] != "target" {
+			v.keyPaths = append(v.keyPaths, path)
+		}
+	}
+	v.callerTag = e.sum()
+	return v
+}
+
 // value is the OPA input of in under p: only what the policy reads, converted
 // straight from the struct (the target part comes from tv when given: the
 // residual's, converted once).
-func (p *Policy) value(in *Input, tv ast.Value) ast.Value {
-	if p.reads.all {
+func (p *Policy) value(in *Input, tv ast.Value) ast.Value { return p.view.value(p.Revision, in, tv) }
+
+// value is the OPA input of in for a program reading v, under a revision.
+func (v *view) value(revision string, in *Input, tv ast.Value) ast.Value {
+	if v.reads.all {
 		return in.Value()
 	}
 	obj := ast.NewObject()
-	for k, sub := range p.shape {
-		var v ast.Value
+	for k, sub := range v.shape {
+		var x ast.Value
 		switch {
 		case k == "target" && tv != nil:
-			v = tv
+			x = tv
 		case k == "caller" && len(sub) > 0:
-			v = p.callerValue(&in.Caller, sub)
+			x = v.callerValue(revision, &in.Caller, sub)
 		default:
-			v = fieldInput(in, k, sub)
+			x = fieldInput(in, k, sub)
 		}
-		if v != nil {
-			obj.Insert(keyTerm(k), ast.NewTerm(v))
+		if x != nil {
+			obj.Insert(keyTerm(k), ast.NewTerm(x))
 		}
 	}
 	return obj
@@ -80,19 +121,18 @@ var callers = mustCache(segcache.New[[32]byte, ast.Value](4096, 8<<20, valueByte
 
 // callerValue is the caller part of the input (sub names some of its members),
 // from callers when it is there.
-func (p *Policy) callerValue(c *InputCaller, sub shape) ast.Value {
+func (v *view) callerValue(revision string, c *InputCaller, sub shape) ast.Value {
 	e := getKeyEnc()
-	e.s(p.Revision)
-	for _, path := range p.reads.paths {
-		if path[0] == "caller" {
-			keyInputCallerAt(e, c, path[1:])
-		}
+	e.s(revision)
+	e.b = append(e.b, v.callerTag[:]...)
+	for _, path := range v.caller {
+		keyInputCallerAt(e, c, path)
 	}
 	d := e.sum()
-	if v, ok := callers.Get(d); ok {
-		return v
+	if x, ok := callers.Get(d); ok {
+		return x
 	}
-	v := pruned(c, sub, valueInputCaller, fieldInputCaller)
-	callers.Add(d, v)
-	return v
+	x := pruned(c, sub, valueInputCaller, fieldInputCaller)
+	callers.Add(d, x)
+	return x
 }

@@ -477,11 +477,30 @@ func notFound(id string) *task.Fault {
 }
 
 // storeDown is the refusal of a request the lifecycle store could not serve;
-// the error is logged and counted here, once.
-func (c *Core) storeDown(what string, err error) *task.Fault {
-	c.stats.StoreErrors.Add(1)
-	c.log.Error("lifecycle store unavailable; the request is refused (fail closed)", "during", what, "error", err)
+// the error is logged and counted here, once (storeFault).
+func (c *Core) storeDown(ctx context.Context, what string, err error) *task.Fault {
+	if c.storeFault(ctx, err) {
+		c.log.Error("lifecycle store unavailable; the request is refused (fail closed)", "during", what, "error", err)
+	} else {
+		c.log.Debug("the caller cancelled the request while the lifecycle store answered; refused", "during", what)
+	}
 	return unavailable()
+}
+
+// storeFault classifies an error of a store operation made for a request
+// whose context is ctx, and counts it: a fault of the store (true:
+// StoreErrors, for the caller to log as one), or the caller's own
+// cancellation reaching the store through ctx (false: Cancelled, no fault of
+// anyone's, though the request still fails closed). Only a cancellation is
+// the caller's: a deadline that passed while the store answered may be the
+// store's slowness, so it stays a fault.
+func (c *Core) storeFault(ctx context.Context, err error) bool {
+	if errors.Is(err, context.Canceled) && errors.Is(ctx.Err(), context.Canceled) {
+		c.stats.Cancelled.Add(1)
+		return false
+	}
+	c.stats.StoreErrors.Add(1)
+	return true
 }
 
 // unavailable is the caller's answer when the lifecycle store failed: a

@@ -139,9 +139,11 @@ type Core struct {
 	egress *egressSide
 }
 
-// Stats counts what the core did, for tests.
+// Stats counts what the core did, for tests. StoreErrors are the lifecycle
+// store's faults; Cancelled the store operations a caller's cancellation cut
+// short (storeFault), which are none.
 type Stats struct {
-	Requests, Denied, Violations, StoreErrors atomic.Uint64
+	Requests, Denied, Violations, StoreErrors, Cancelled atomic.Uint64
 }
 
 // route is one protected agent.

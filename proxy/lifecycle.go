@@ -66,7 +66,7 @@ func (c *Core) find(ctx context.Context, x *exchange) (string, *task.Fault) {
 	if continues(&x.req) {
 		rec, ok, err := c.store.Get(ctx, task.Ref{Agent: agent, ID: x.req.TaskID})
 		if err != nil {
-			return "", c.storeDown("looking up a task", err)
+			return "", c.storeDown(ctx, "looking up a task", err)
 		}
 		if ok {
 			x.record = &rec
@@ -84,7 +84,7 @@ func (c *Core) find(ctx context.Context, x *exchange) (string, *task.Fault) {
 				return retiredContext, nil
 			}
 		case err != nil:
-			return "", c.storeDown("looking up a context", err)
+			return "", c.storeDown(ctx, "looking up a context", err)
 		case ok && !task.SameOwner(owner, ownerOf(x)):
 			return missingContext, nil
 		}
@@ -103,7 +103,7 @@ func (c *Core) find(ctx context.Context, x *exchange) (string, *task.Fault) {
 	case errors.Is(err, task.ErrRetired):
 		return missingRetired, nil
 	case err != nil:
-		return "", c.storeDown("looking up an evicted task", err)
+		return "", c.storeDown(ctx, "looking up an evicted task", err)
 	case evicted && !task.SameOwner(owner, ownerOf(x)):
 		return missingEvicted, nil
 	}
@@ -140,7 +140,7 @@ func (c *Core) references(ctx context.Context, x *exchange) (string, *task.Fault
 		}
 		rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
 		if err != nil {
-			return "", c.storeDown("looking up a referenced task", err)
+			return "", c.storeDown(ctx, "looking up a referenced task", err)
 		}
 		owned[id] = ok && task.SameOwner(rec.Task.Owner, owner)
 	}
@@ -197,14 +197,18 @@ func (c *Core) observe(ctx context.Context, p *Plan, evs []task.Event) {
 		}
 		var te *task.TransitionError
 		if err != nil && !errors.As(err, &te) {
-			c.stats.StoreErrors.Add(1)
 			if mayCreate(&x.req, ev.TaskID) {
 				// The store cannot say whether this request's own task is
 				// recorded: its answer must not reach the caller (fail closed).
 				p.failed = err
 			}
-			c.log.Error("lifecycle store: recording an event failed; the stored state lags until the next one",
-				"agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
+			if c.storeFault(ctx, err) {
+				c.log.Error("lifecycle store: recording an event failed; the stored state lags until the next one",
+					"agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
+			} else {
+				c.log.Debug("the caller cancelled the request while an event was recorded; the stored state lags until the next one",
+					"agent", x.rt.agent.Name, "task_id", ev.TaskID)
+			}
 			continue
 		}
 		c.artifactEvents(x, prev, rec)
@@ -246,8 +250,11 @@ func (c *Core) created(ctx context.Context, p *Plan, ev task.Event) {
 		return
 	}
 	if err != nil {
-		c.stats.StoreErrors.Add(1)
-		c.log.Error("lifecycle store: recording a new task failed", "agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
+		if c.storeFault(ctx, err) {
+			c.log.Error("lifecycle store: recording a new task failed", "agent", x.rt.agent.Name, "task_id", ev.TaskID, "error", err)
+		} else {
+			c.log.Debug("the caller cancelled the request while a new task was recorded", "agent", x.rt.agent.Name, "task_id", ev.TaskID)
+		}
 		p.failed = err
 		return
 	}
@@ -387,8 +394,9 @@ func (c *Core) ownTasksOnly(ctx context.Context, x *exchange, body []byte) []byt
 	out, removed, err := l.FilterTaskList(&x.req, body, func(id string) bool {
 		rec, ok, err := c.store.Get(ctx, task.Ref{Agent: x.rt.agent.Name, ID: id})
 		if err != nil {
-			c.stats.StoreErrors.Add(1)
-			c.log.Error("lifecycle store unavailable; a listed task is removed", "error", err)
+			if c.storeFault(ctx, err) {
+				c.log.Error("lifecycle store unavailable; a listed task is removed", "error", err)
+			}
 			return false
 		}
 		if !ok {

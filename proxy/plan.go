@@ -92,9 +92,13 @@ func (p *Plan) sync(ctx context.Context) {
 	}
 	if err := p.deferred.Sync(ctx); err != nil {
 		c := p.core
-		c.stats.StoreErrors.Add(1)
-		c.log.Error("lifecycle store: what the answer revealed could not be made durable; the answer is refused",
-			"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "error", err)
+		if c.storeFault(ctx, err) {
+			c.log.Error("lifecycle store: what the answer revealed could not be made durable; the answer is refused",
+				"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation, "error", err)
+		} else {
+			c.log.Debug("the caller cancelled the request while what the answer revealed was made durable; the answer is refused",
+				"agent", p.x.rt.agent.Name, "operation", p.x.req.Operation)
+		}
 		p.failed = err
 	}
 }

@@ -62,7 +62,7 @@ func (c *Core) servePush(ctx context.Context, x *exchange) Outcome {
 	case task.OpPushSet:
 		p, err := c.store.SetPush(ctx, ref, *x.req.Push)
 		if err != nil {
-			return c.refuse(x, c.pushFault(x, err))
+			return c.refuse(x, c.pushFault(ctx, x, err))
 		}
 		configs = []task.PushConfig{p}
 	case task.OpPushGet:
@@ -79,20 +79,20 @@ func (c *Core) servePush(ctx context.Context, x *exchange) Outcome {
 		configs = x.record.Push
 	case task.OpPushDelete:
 		if err := c.store.DeletePush(ctx, ref, x.req.PushConfigID); err != nil {
-			return c.refuse(x, c.pushFault(x, err))
+			return c.refuse(x, c.pushFault(ctx, x, err))
 		}
 	}
 	return c.served(x, ps.RenderPushResult(&x.req, configs))
 }
 
-func (c *Core) pushFault(x *exchange, err error) *task.Fault {
+func (c *Core) pushFault(ctx context.Context, x *exchange, err error) *task.Fault {
 	switch {
 	case errors.Is(err, task.ErrPushLimit):
 		return task.NewFault(task.KindInvalidParams, err.Error())
 	case errors.Is(err, task.ErrNotFound), errors.Is(err, task.ErrPushNotFound):
 		return notFound(x.req.TaskID)
 	}
-	return c.storeDown("a push-config operation", err)
+	return c.storeDown(ctx, "a push-config operation", err)
 }
 
 // directory lists the routed agents this caller may see, ranked by how many of

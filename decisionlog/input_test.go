@@ -18,7 +18,7 @@ import (
 
 // loggedInput is a decision's input as the core puts it on the event, with
 // masks.
-func loggedInput(t *testing.T, masks ...string) (*authz.Input, authz.LoggedInput) {
+func loggedInput(t testing.TB, masks ...string) (*authz.Input, authz.LoggedInput) {
 	t.Helper()
 	in := authz.BuildInput(&authz.Facts{
 		Request: &task.Request{Operation: task.OpSend, Protocol: task.Protocol{Name: "a2a", Version: "1.0", Binding: task.BindingJSONRPC, Method: "SendMessage"},
@@ -125,4 +125,21 @@ func TestVerifyWithInput(t *testing.T) {
 			wantFailure(t, verifyFails(t, keys, path+".bad"), path+".bad", i+3, "edited")
 		})
 	}
+}
+
+// BenchmarkEncodeDecisionInput is BenchmarkEncodeDecision for a line that
+// carries its policy input (decision_log.include_input): the writer
+// goroutine's cost for one line, encoding and digest.
+func BenchmarkEncodeDecisionInput(b *testing.B) {
+	ev := allowEvent()
+	_, ev.Input = loggedInput(b, "input.caller.claims.email")
+	buf := make([]byte, 0, 4096)
+	var c chainState
+	b.ReportAllocs()
+	for b.Loop() {
+		s := c.next()
+		buf = appendDecision(buf[:0], &ev, &s)
+		c.advance(buf)
+	}
+	b.SetBytes(int64(len(buf)))
 }

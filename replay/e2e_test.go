@@ -170,8 +170,10 @@ func TestReplayUnchanged(t *testing.T) {
 				im.DenyToAllow.Count, im.Recoded, im.Unchanged)
 		}
 		if format == "opa" {
-			if im := replayed(t, server.ReplayRequest{Logs: []string{log}, Policies: []string{maxDepth(t, "3")}}); im.AllowToDeny.Count != 2 {
-				t.Errorf("opa: lowered to 3: %d flips", im.AllowToDeny.Count)
+			im := replayed(t, server.ReplayRequest{Logs: []string{log}, Policies: []string{maxDepth(t, "3")}})
+			if f := im.AllowToDeny; f.Count != 2 || group(t, "caller", f.ByCaller).Name != "payments-investigator" ||
+				group(t, "target", f.ByTarget).Name != "sanctions-screening-agent" || f.ByCode[0].Examples[0].DecisionID == "" {
+				t.Errorf("opa: lowered to 3: %+v", f)
 			}
 		}
 	}

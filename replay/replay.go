@@ -13,6 +13,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -139,7 +140,7 @@ func (r *run) source(ctx context.Context, src Source) error {
 	line := 0
 	for {
 		b, err := readLine(br, r.buf)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		line++
@@ -152,7 +153,7 @@ func (r *run) source(ctx context.Context, src Source) error {
 			r.progress()
 		}
 		switch {
-		case err == errTooLong:
+		case errors.Is(err, errTooLong):
 			r.skip(fmt.Sprintf("longer than %d bytes", maxLine), where)
 			continue
 		case err != nil:

@@ -84,15 +84,20 @@ func Replay(ctx context.Context, r ReplayRequest) (*report.Impact, error) {
 		ro.Progress = func(p replay.Progress) { r.Progress(p) }
 	}
 	var srcs []replay.Source
+	var files []*os.File
+	defer func() {
+		for _, f := range files {
+			_ = f.Close() // read only: nothing to lose
+		}
+	}()
 	for _, path := range r.Logs {
 		f, err := os.Open(path)
 		if err != nil {
-			closeAll(srcs)
 			return nil, fmt.Errorf("%w: %w", ErrReplay, err)
 		}
+		files = append(files, f)
 		srcs = append(srcs, replay.Source{Name: path, R: f})
 	}
-	defer closeAll(srcs)
 	im, err := replay.Run(ctx, srcs, ro)
 	if err != nil {
 		return im, fmt.Errorf("%w: %w", ErrReplay, err)
@@ -102,12 +107,4 @@ func Replay(ctx context.Context, r ReplayRequest) (*report.Impact, error) {
 
 func setName(paths []string, p *authz.Policy) string {
 	return strings.Join(paths, ", ") + " (revision " + p.Revision + ")"
-}
-
-func closeAll(srcs []replay.Source) {
-	for _, s := range srcs {
-		if f, ok := s.R.(*os.File); ok {
-			_ = f.Close() // read only: nothing to lose
-		}
-	}
 }

@@ -47,9 +47,13 @@ func facts(c identity.Caller, t *Target) *Facts {
 		HTTP: HTTPInfo{Method: "POST", Path: "/", Host: t.Name + ".agents.bank.ae", RemoteAddr: "127.0.0.1:40000"}}
 }
 
+// loadShipped loads the shipped policy without running its Rego tests (the
+// policies package and the tests that assert on LoadPolicy's test gate run
+// them; here they would only run again on every load, seconds each under the
+// race detector).
 func loadShipped(t testing.TB) *Policy {
 	t.Helper()
-	p, err := LoadPolicy(context.Background(), []string{shipped}, LoadOptions{})
+	p, err := LoadPolicy(context.Background(), []string{shipped}, LoadOptions{SkipTests: true})
 	if err != nil {
 		t.Fatalf("loading the shipped policy: %v", err)
 	}

@@ -52,7 +52,10 @@ func TestWithFacts(t *testing.T) {
 func TestFactsInDecisions(t *testing.T) {
 	in := BuildInput(facts(investigator, sanctions))
 	in.Push = &InputPush{URL: "https://hooks.example/cb", Scheme: "https", Host: "hooks.example", Port: 443, HasToken: true}
-	plain := loadShipped(t)
+	plain, err := LoadPolicy(context.Background(), []string{shipped}, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	withHost := map[string]any{"writ": map[string]any{"config": map[string]any{"callbacks": map[string]any{
 		"targets": map[string]any{"sanctions-screening-agent": []any{"hooks.example"}}}}}}
 	p, err := LoadPolicy(context.Background(), []string{shipped}, LoadOptions{Facts: withHost})

@@ -87,6 +87,7 @@ func matrix(n int) []*Input {
 // TestPrunedInputDecidesAlike: the whole policy decides the same on the input
 // pruned to what it reads as on the whole input, over the matrix.
 func TestPrunedInputDecidesAlike(t *testing.T) {
+	t.Parallel() // seconds of OPA evaluation; independent of the other tests
 	ctx := context.Background()
 	p := loadShipped(t)
 	n := 1000

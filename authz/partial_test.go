@@ -49,6 +49,7 @@ func checkPartial(t *testing.T, p *Policy, inputs []*Input) {
 // TestPartialMatchesFull: per-target partial evaluation decides exactly as the
 // whole policy, on the shipped policy and data and on a variant of the data.
 func TestPartialMatchesFull(t *testing.T) {
+	t.Parallel() // seconds of OPA evaluation; independent of the other tests
 	n := 1000
 	if testing.Short() || raceEnabled {
 		n = 200

@@ -299,6 +299,7 @@ func keyBases(n int) []*Input {
 // and the residual's name; TestResidualKeyCatchesAnOmission shows this test
 // fails for a key that drops any one of those paths.
 func TestResidualKeySoundness(t *testing.T) {
+	t.Parallel() // seconds of OPA evaluation; independent of the other tests
 	n := 400
 	if testing.Short() || raceEnabled {
 		n = 80
@@ -322,6 +323,7 @@ func TestResidualKeySoundness(t *testing.T) {
 // leaves out any one of the paths it encodes: each of them decides
 // something.
 func TestResidualKeyCatchesAnOmission(t *testing.T) {
+	t.Parallel() // seconds of OPA evaluation; independent of the other tests
 	ctx := context.Background()
 	p := loadShipped(t)
 	donors := keyDonors()
@@ -437,6 +439,7 @@ func engineMismatches(t *testing.T, p *Policy, stream []*Input, first bool) (out
 // engine as a request does, cache included, and compares each answer with
 // a fresh evaluation of the whole policy.
 func TestCachedDecisionsMatchWhole(t *testing.T) {
+	t.Parallel() // seconds of OPA evaluation; independent of the other tests
 	n := 160
 	if testing.Short() || raceEnabled {
 		n = 40

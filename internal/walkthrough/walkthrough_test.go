@@ -113,7 +113,7 @@ func walk(t *testing.T, example string) {
 		ids[code] = checkRefused(t, code, steps[i].out)
 	}
 	checkForeignLikeMissing(t, steps[3].out)
-	checkReport(t, steps[4].out, filepath.Join(dir, "report.html"),
+	checkReport(t, steps[4].out, filepath.Join(dir, "examples", example, "report.html"),
 		filepath.Join(dir, "examples", example, "decisions.log"), len(sends), ids)
 	t.Logf("the walk-through against examples/%s took %s", example, time.Since(start).Round(time.Millisecond))
 }
@@ -181,7 +181,7 @@ func checkForeignLikeMissing(t *testing.T, out string) {
 // and its decision id on its line of the log.
 func checkReport(t *testing.T, out, html, decisions string, allowed int, ids map[string]string) {
 	t.Helper()
-	m := regexp.MustCompile(`writ report: (\d+) decisions \((\d+) allowed, (\d+) denied\) from examples/[a-z-]+/decisions\.log written to report\.html`).FindStringSubmatch(out)
+	m := regexp.MustCompile(`writ report: (\d+) decisions \((\d+) allowed, (\d+) denied\) from examples/[a-z-]+/decisions\.log written to examples/[a-z-]+/report\.html`).FindStringSubmatch(out)
 	if m == nil {
 		t.Fatalf("writ report did not print its summary:\n%s", out)
 	}

@@ -71,7 +71,7 @@ func walk(t *testing.T, example string) {
 		// The page's npm ci, run once in the checkout (as the other
 		// @a2a-js/sdk peers are) and linked into the copy.
 		install := docrun.Section(t, page, "walkthrough-js-install")
-		if want := "cd examples/js-agent && npm ci --no-audit --no-fund\n"; len(install) != 1 || install[0].Text != want {
+		if want := "(cd examples/js-agent && npm ci --no-audit --no-fund)\n"; len(install) != 1 || install[0].Text != want {
 			t.Fatalf("the page's npm ci is not the one the test runs (%q): %+v", want, install)
 		}
 		installed := peers.EnsureNodeDir(t, filepath.Join("examples", "js-agent"))

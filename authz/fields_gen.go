@@ -80,6 +80,28 @@ func keyInputProtocolAt(e *keyEnc, x *InputProtocol, rest []string) {
 	}
 }
 
+// encodeInputProtocol appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputProtocol(e *jsonEnc, x *InputProtocol, m mask) {
+	e.open()
+	if m.keep("name") {
+		e.key("name")
+		e.str(x.Name)
+	}
+	if m.keep("version") {
+		e.key("version")
+		e.str(x.Version)
+	}
+	if m.keep("binding") {
+		e.key("binding")
+		e.str(x.Binding)
+	}
+	if m.keep("method") {
+		e.key("method")
+		e.str(x.Method)
+	}
+	e.close()
+}
+
 // valueInputHop converts x to an OPA object.
 func valueInputHop(x *InputHop) ast.Value {
 	return ast.NewObject(
@@ -107,6 +129,32 @@ func keyInputHop(e *keyEnc, x *InputHop) {
 	e.flag(x.ScopesRecorded)
 	e.s(x.Tenant)
 	e.s(x.Classification)
+}
+
+// encodeInputHop appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputHop(e *jsonEnc, x *InputHop, m mask) {
+	e.open()
+	if m.keep("agent_id") {
+		e.key("agent_id")
+		e.str(x.AgentID)
+	}
+	if m.keep("scopes") {
+		e.key("scopes")
+		e.strs(x.Scopes)
+	}
+	if m.keep("scopes_recorded") {
+		e.key("scopes_recorded")
+		e.boolean(x.ScopesRecorded)
+	}
+	if m.keep("tenant") {
+		e.key("tenant")
+		e.str(x.Tenant)
+	}
+	if m.keep("classification") {
+		e.key("classification")
+		e.str(x.Classification)
+	}
+	e.close()
 }
 
 // valueInputCaller is x as an OPA object, memoized by its content.
@@ -221,6 +269,69 @@ func keyInputCallerAt(e *keyEnc, x *InputCaller, rest []string) {
 	}
 }
 
+// encodeInputCaller appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputCaller(e *jsonEnc, x *InputCaller, m mask) {
+	e.open()
+	if m.keep("authenticated") {
+		e.key("authenticated")
+		e.boolean(x.Authenticated)
+	}
+	if m.keep("method") {
+		e.key("method")
+		e.str(x.Method)
+	}
+	if m.keep("issuer") {
+		e.key("issuer")
+		e.str(x.Issuer)
+	}
+	if m.keep("agent_id") {
+		e.key("agent_id")
+		e.str(x.AgentID)
+	}
+	if m.keep("user_id") {
+		e.key("user_id")
+		e.str(x.UserID)
+	}
+	if m.keep("tenant") {
+		e.key("tenant")
+		e.str(x.Tenant)
+	}
+	if m.keep("scopes") {
+		e.key("scopes")
+		e.strs(x.Scopes)
+	}
+	if m.keep("delegation_chain") {
+		e.key("delegation_chain")
+		e.strs(x.Chain)
+	}
+	if m.keep("classification") {
+		e.key("classification")
+		e.str(x.Classification)
+	}
+	if m.keep("chain_id") {
+		e.key("chain_id")
+		e.str(x.ChainID)
+	}
+	if m.keep("hops") {
+		e.key("hops")
+		if x.Hops == nil {
+			e.null()
+		} else {
+			sub := m.sub("hops")
+			e.openList()
+			for i := range x.Hops {
+				encodeInputHop(e, &x.Hops[i], sub)
+			}
+			e.closeList()
+		}
+	}
+	if m.keep("claims") {
+		e.key("claims")
+		e.object(x.Claims, m.sub("claims"))
+	}
+	e.close()
+}
+
 // valueInputSkill converts x to an OPA object.
 func valueInputSkill(x *InputSkill) ast.Value {
 	return ast.NewObject(
@@ -249,6 +360,20 @@ func cloneInputSkill(x *InputSkill) InputSkill {
 	c := *x
 	c.Tags = slices.Clone(x.Tags)
 	return c
+}
+
+// encodeInputSkill appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputSkill(e *jsonEnc, x *InputSkill, m mask) {
+	e.open()
+	if m.keep("id") {
+		e.key("id")
+		e.str(x.ID)
+	}
+	if m.keep("tags") {
+		e.key("tags")
+		e.strs(x.Tags)
+	}
+	e.close()
 }
 
 // valueInputTarget is x as an OPA object, memoized by its content.
@@ -347,6 +472,49 @@ func cloneInputTarget(x *InputTarget) InputTarget {
 	return c
 }
 
+// encodeInputTarget appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputTarget(e *jsonEnc, x *InputTarget, m mask) {
+	e.open()
+	if m.keep("name") {
+		e.key("name")
+		e.str(x.Name)
+	}
+	if m.keep("owner") {
+		e.key("owner")
+		e.str(x.Owner)
+	}
+	if m.keep("tenants") {
+		e.key("tenants")
+		e.strs(x.Tenants)
+	}
+	if m.keep("max_data_classification") {
+		e.key("max_data_classification")
+		e.str(x.MaxClassification)
+	}
+	if m.keep("security_schemes") {
+		e.key("security_schemes")
+		e.strs(x.SecuritySchemes)
+	}
+	if m.keep("skills") {
+		e.key("skills")
+		if x.Skills == nil {
+			e.null()
+		} else {
+			sub := m.sub("skills")
+			e.openList()
+			for i := range x.Skills {
+				encodeInputSkill(e, &x.Skills[i], sub)
+			}
+			e.closeList()
+		}
+	}
+	if m.keep("push_notifications") {
+		e.key("push_notifications")
+		e.boolean(x.PushNotifications)
+	}
+	e.close()
+}
+
 // valueInputOwner converts x to an OPA object.
 func valueInputOwner(x *InputOwner) ast.Value {
 	return ast.NewObject(
@@ -363,6 +531,24 @@ func keyInputOwner(e *keyEnc, x *InputOwner) {
 	e.s(x.UserID)
 }
 
+// encodeInputOwner appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputOwner(e *jsonEnc, x *InputOwner, m mask) {
+	e.open()
+	if m.keep("agent_id") {
+		e.key("agent_id")
+		e.str(x.AgentID)
+	}
+	if m.keep("tenant") {
+		e.key("tenant")
+		e.str(x.Tenant)
+	}
+	if m.keep("user_id") {
+		e.key("user_id")
+		e.str(x.UserID)
+	}
+	e.close()
+}
+
 // valueTaskPartCounts converts x to an OPA object.
 func valueTaskPartCounts(x *task.PartCounts) ast.Value {
 	return ast.NewObject(
@@ -377,6 +563,24 @@ func keyTaskPartCounts(e *keyEnc, x *task.PartCounts) {
 	e.i(int64(x.Text))
 	e.i(int64(x.File))
 	e.i(int64(x.Data))
+}
+
+// encodeTaskPartCounts appends x to e as encoding/json writes it, without the members m masks.
+func encodeTaskPartCounts(e *jsonEnc, x *task.PartCounts, m mask) {
+	e.open()
+	if m.keep("text") {
+		e.key("text")
+		e.integer(int64(x.Text))
+	}
+	if m.keep("file") {
+		e.key("file")
+		e.integer(int64(x.File))
+	}
+	if m.keep("data") {
+		e.key("data")
+		e.integer(int64(x.Data))
+	}
+	e.close()
 }
 
 // valueInputTask converts x to an OPA object.
@@ -472,6 +676,48 @@ func keyInputTaskAt(e *keyEnc, x *InputTask, rest []string) {
 	}
 }
 
+// encodeInputTask appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputTask(e *jsonEnc, x *InputTask, m mask) {
+	e.open()
+	if m.keep("id") {
+		e.key("id")
+		e.str(x.ID)
+	}
+	if m.keep("context_id") {
+		e.key("context_id")
+		e.str(x.ContextID)
+	}
+	if m.keep("state") {
+		e.key("state")
+		e.str(x.State)
+	}
+	if x.Owner != nil && m.keep("owner") {
+		e.key("owner")
+		if x.Owner == nil {
+			e.null()
+		} else {
+			encodeInputOwner(e, x.Owner, m.sub("owner"))
+		}
+	}
+	if m.keep("data_classification") {
+		e.key("data_classification")
+		e.str(x.Classification)
+	}
+	if m.keep("parts") {
+		e.key("parts")
+		encodeTaskPartCounts(e, &x.Parts, m.sub("parts"))
+	}
+	if m.keep("file_uris") {
+		e.key("file_uris")
+		e.strs(x.FileURIs)
+	}
+	if m.keep("skill") {
+		e.key("skill")
+		e.str(x.Skill)
+	}
+	e.close()
+}
+
 // valueInputPush converts x to an OPA object.
 func valueInputPush(x *InputPush) ast.Value {
 	return ast.NewObject(
@@ -537,6 +783,36 @@ func keyInputPushAt(e *keyEnc, x *InputPush, rest []string) {
 	}
 }
 
+// encodeInputPush appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputPush(e *jsonEnc, x *InputPush, m mask) {
+	e.open()
+	if m.keep("url") {
+		e.key("url")
+		e.str(x.URL)
+	}
+	if m.keep("scheme") {
+		e.key("scheme")
+		e.str(x.Scheme)
+	}
+	if m.keep("host") {
+		e.key("host")
+		e.str(x.Host)
+	}
+	if m.keep("port") {
+		e.key("port")
+		e.integer(int64(x.Port))
+	}
+	if m.keep("has_token") {
+		e.key("has_token")
+		e.boolean(x.HasToken)
+	}
+	if m.keep("auth_scheme") {
+		e.key("auth_scheme")
+		e.str(x.AuthScheme)
+	}
+	e.close()
+}
+
 // valueInputRequest converts x to an OPA object.
 func valueInputRequest(x *InputRequest) ast.Value {
 	return ast.NewObject(
@@ -596,6 +872,32 @@ func keyInputRequestAt(e *keyEnc, x *InputRequest, rest []string) {
 	}
 }
 
+// encodeInputRequest appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputRequest(e *jsonEnc, x *InputRequest, m mask) {
+	e.open()
+	if m.keep("method") {
+		e.key("method")
+		e.str(x.Method)
+	}
+	if m.keep("path") {
+		e.key("path")
+		e.str(x.Path)
+	}
+	if m.keep("host") {
+		e.key("host")
+		e.str(x.Host)
+	}
+	if m.keep("source_address") {
+		e.key("source_address")
+		e.str(x.SourceAddress)
+	}
+	if m.keep("tenant") {
+		e.key("tenant")
+		e.str(x.Tenant)
+	}
+	e.close()
+}
+
 // valueInputEgress converts x to an OPA object.
 func valueInputEgress(x *InputEgress) ast.Value {
 	return ast.NewObject(
@@ -629,6 +931,16 @@ func keyInputEgressAt(e *keyEnc, x *InputEgress, rest []string) {
 	default:
 		e.absent()
 	}
+}
+
+// encodeInputEgress appends x to e as encoding/json writes it, without the members m masks.
+func encodeInputEgress(e *jsonEnc, x *InputEgress, m mask) {
+	e.open()
+	if m.keep("root") {
+		e.key("root")
+		e.boolean(x.Root)
+	}
+	e.close()
 }
 
 // valueInput converts x to an OPA object.
@@ -749,4 +1061,58 @@ func keyInputAt(e *keyEnc, x *Input, rest []string) {
 	default:
 		e.absent()
 	}
+}
+
+// encodeInput appends x to e as encoding/json writes it, without the members m masks.
+func encodeInput(e *jsonEnc, x *Input, m mask) {
+	e.open()
+	if m.keep("version") {
+		e.key("version")
+		e.str(x.Version)
+	}
+	if m.keep("direction") {
+		e.key("direction")
+		e.str(x.Direction)
+	}
+	if m.keep("operation") {
+		e.key("operation")
+		e.str(x.Operation)
+	}
+	if m.keep("protocol") {
+		e.key("protocol")
+		encodeInputProtocol(e, &x.Protocol, m.sub("protocol"))
+	}
+	if m.keep("caller") {
+		e.key("caller")
+		encodeInputCaller(e, &x.Caller, m.sub("caller"))
+	}
+	if m.keep("target") {
+		e.key("target")
+		encodeInputTarget(e, &x.Target, m.sub("target"))
+	}
+	if m.keep("task") {
+		e.key("task")
+		encodeInputTask(e, &x.Task, m.sub("task"))
+	}
+	if x.Push != nil && m.keep("push") {
+		e.key("push")
+		if x.Push == nil {
+			e.null()
+		} else {
+			encodeInputPush(e, x.Push, m.sub("push"))
+		}
+	}
+	if m.keep("request") {
+		e.key("request")
+		encodeInputRequest(e, &x.Request, m.sub("request"))
+	}
+	if x.Egress != nil && m.keep("egress") {
+		e.key("egress")
+		if x.Egress == nil {
+			e.null()
+		} else {
+			encodeInputEgress(e, x.Egress, m.sub("egress"))
+		}
+	}
+	e.close()
 }

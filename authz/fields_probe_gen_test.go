@@ -41,6 +41,16 @@ func cloneProbeOrigin(x *probeOrigin) probeOrigin {
 	return c
 }
 
+// encodeProbeOrigin appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeOrigin(e *jsonEnc, x *probeOrigin, m mask) {
+	e.open()
+	if m.keep("tenant") {
+		e.key("tenant")
+		e.str(x.Tenant)
+	}
+	e.close()
+}
+
 // valueProbeHop converts x to an OPA object.
 func valueProbeHop(x *probeHop) ast.Value {
 	obj := ast.NewObject(
@@ -94,6 +104,48 @@ func keyProbeHop(e *keyEnc, x *probeHop) {
 		e.flag(true)
 		keyProbeOrigin(e, x.Origin)
 	}
+}
+
+// encodeProbeHop appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeHop(e *jsonEnc, x *probeHop, m mask) {
+	e.open()
+	if m.keep("agent_id") {
+		e.key("agent_id")
+		e.str(x.AgentID)
+	}
+	if len(x.Scopes) != 0 && m.keep("scopes") {
+		e.key("scopes")
+		e.strs(x.Scopes)
+	}
+	if x.Classification != "" && m.keep("classification") {
+		e.key("classification")
+		e.str(x.Classification)
+	}
+	if x.Tenant != "" && m.keep("tenant") {
+		e.key("tenant")
+		e.str(x.Tenant)
+	}
+	if x.Depth != 0 && m.keep("depth") {
+		e.key("depth")
+		e.integer(int64(x.Depth))
+	}
+	if x.Delegated && m.keep("delegated") {
+		e.key("delegated")
+		e.boolean(x.Delegated)
+	}
+	if len(x.Extra) != 0 && m.keep("extra") {
+		e.key("extra")
+		e.object(x.Extra, m.sub("extra"))
+	}
+	if x.Origin != nil && m.keep("origin") {
+		e.key("origin")
+		if x.Origin == nil {
+			e.null()
+		} else {
+			encodeProbeOrigin(e, x.Origin, m.sub("origin"))
+		}
+	}
+	e.close()
 }
 
 // valueProbeCaller is x as an OPA object, memoized by its content.
@@ -172,6 +224,45 @@ func keyProbeCallerAt(e *keyEnc, x *probeCaller, rest []string) {
 	}
 }
 
+// encodeProbeCaller appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeCaller(e *jsonEnc, x *probeCaller, m mask) {
+	e.open()
+	if m.keep("agent_id") {
+		e.key("agent_id")
+		e.str(x.AgentID)
+	}
+	if m.keep("chain_id") {
+		e.key("chain_id")
+		e.str(x.ChainID)
+	}
+	if m.keep("hops") {
+		e.key("hops")
+		if x.Hops == nil {
+			e.null()
+		} else {
+			sub := m.sub("hops")
+			e.openList()
+			for i := range x.Hops {
+				encodeProbeHop(e, &x.Hops[i], sub)
+			}
+			e.closeList()
+		}
+	}
+	if m.keep("scopes") {
+		e.key("scopes")
+		e.strs(x.Scopes)
+	}
+	if m.keep("claims") {
+		e.key("claims")
+		e.object(x.Claims, m.sub("claims"))
+	}
+	if m.keep("verified") {
+		e.key("verified")
+		e.boolean(x.Verified)
+	}
+	e.close()
+}
+
 // valueProbeSkill converts x to an OPA object.
 func valueProbeSkill(x *probeSkill) ast.Value {
 	return ast.NewObject(
@@ -202,6 +293,20 @@ func cloneProbeSkill(x *probeSkill) probeSkill {
 	return c
 }
 
+// encodeProbeSkill appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeSkill(e *jsonEnc, x *probeSkill, m mask) {
+	e.open()
+	if m.keep("id") {
+		e.key("id")
+		e.str(x.ID)
+	}
+	if m.keep("tags") {
+		e.key("tags")
+		e.strs(x.Tags)
+	}
+	e.close()
+}
+
 // valueProbeLimits converts x to an OPA object.
 func valueProbeLimits(x *probeLimits) ast.Value {
 	return ast.NewObject(
@@ -218,6 +323,16 @@ func keyProbeLimits(e *keyEnc, x *probeLimits) {
 func cloneProbeLimits(x *probeLimits) probeLimits {
 	c := *x
 	return c
+}
+
+// encodeProbeLimits appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeLimits(e *jsonEnc, x *probeLimits, m mask) {
+	e.open()
+	if m.keep("depth") {
+		e.key("depth")
+		e.integer(int64(x.Depth))
+	}
+	e.close()
 }
 
 // valueProbeTarget is x as an OPA object, memoized by its content.
@@ -324,6 +439,45 @@ func cloneProbeTarget(x *probeTarget) probeTarget {
 	return c
 }
 
+// encodeProbeTarget appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeTarget(e *jsonEnc, x *probeTarget, m mask) {
+	e.open()
+	if m.keep("name") {
+		e.key("name")
+		e.str(x.Name)
+	}
+	if m.keep("tenants") {
+		e.key("tenants")
+		e.strs(x.Tenants)
+	}
+	if m.keep("skills") {
+		e.key("skills")
+		if x.Skills == nil {
+			e.null()
+		} else {
+			sub := m.sub("skills")
+			e.openList()
+			for i := range x.Skills {
+				encodeProbeSkill(e, &x.Skills[i], sub)
+			}
+			e.closeList()
+		}
+	}
+	if x.Owner != nil && m.keep("owner") {
+		e.key("owner")
+		if x.Owner == nil {
+			e.null()
+		} else {
+			encodeProbeOrigin(e, x.Owner, m.sub("owner"))
+		}
+	}
+	if m.keep("limits") {
+		e.key("limits")
+		encodeProbeLimits(e, &x.Limits, m.sub("limits"))
+	}
+	e.close()
+}
+
 // valueProbePush converts x to an OPA object.
 func valueProbePush(x *probePush) ast.Value {
 	obj := ast.NewObject(
@@ -377,6 +531,24 @@ func keyProbePushAt(e *keyEnc, x *probePush, rest []string) {
 	}
 }
 
+// encodeProbePush appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbePush(e *jsonEnc, x *probePush, m mask) {
+	e.open()
+	if m.keep("url") {
+		e.key("url")
+		e.str(x.URL)
+	}
+	if m.keep("port") {
+		e.key("port")
+		e.integer(int64(x.Port))
+	}
+	if x.HasToken && m.keep("has_token") {
+		e.key("has_token")
+		e.boolean(x.HasToken)
+	}
+	e.close()
+}
+
 // valueProbeRecord converts x to an OPA object.
 func valueProbeRecord(x *probeRecord) ast.Value {
 	return ast.NewObject(
@@ -418,6 +590,16 @@ func keyProbeRecordAt(e *keyEnc, x *probeRecord, rest []string) {
 	default:
 		e.absent()
 	}
+}
+
+// encodeProbeRecord appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeRecord(e *jsonEnc, x *probeRecord, m mask) {
+	e.open()
+	if m.keep("state") {
+		e.key("state")
+		e.str(x.State)
+	}
+	e.close()
 }
 
 // valueProbeInput converts x to an OPA object.
@@ -553,4 +735,71 @@ func keyProbeInputAt(e *keyEnc, x *probeInput, rest []string) {
 	default:
 		e.absent()
 	}
+}
+
+// encodeProbeInput appends x to e as encoding/json writes it, without the members m masks.
+func encodeProbeInput(e *jsonEnc, x *probeInput, m mask) {
+	e.open()
+	if m.keep("version") {
+		e.key("version")
+		e.str(x.Version)
+	}
+	if m.keep("direction") {
+		e.key("direction")
+		e.str(x.Direction)
+	}
+	if m.keep("caller") {
+		e.key("caller")
+		encodeProbeCaller(e, &x.Caller, m.sub("caller"))
+	}
+	if m.keep("target") {
+		e.key("target")
+		encodeProbeTarget(e, &x.Target, m.sub("target"))
+	}
+	if x.Push != nil && m.keep("push") {
+		e.key("push")
+		if x.Push == nil {
+			e.null()
+		} else {
+			encodeProbePush(e, x.Push, m.sub("push"))
+		}
+	}
+	if m.keep("record") {
+		e.key("record")
+		if x.Record == nil {
+			e.null()
+		} else {
+			encodeProbeRecord(e, x.Record, m.sub("record"))
+		}
+	}
+	if m.keep("level") {
+		e.key("level")
+		e.str(string(x.Level))
+	}
+	if m.keep("attempt") {
+		e.key("attempt")
+		e.integer(int64(x.Attempt))
+	}
+	if m.keep("labels") {
+		e.key("labels")
+		e.object(x.Labels, m.sub("labels"))
+	}
+	if x.Note != "" && m.keep("note") {
+		e.key("note")
+		e.str(x.Note)
+	}
+	if m.keep("hops") {
+		e.key("hops")
+		if x.Hops == nil {
+			e.null()
+		} else {
+			sub := m.sub("hops")
+			e.openList()
+			for i := range x.Hops {
+				encodeProbeHop(e, &x.Hops[i], sub)
+			}
+			e.closeList()
+		}
+	}
+	e.close()
 }

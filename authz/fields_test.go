@@ -39,6 +39,18 @@ func TestFieldsGenerated(t *testing.T) {
 			t.Errorf("%s is stale: run go generate ./authz (first difference: %s)", g.file, firstDiff(got, want))
 		}
 	}
+	// The member paths the configuration validates masks against.
+	want, err := fieldgen.GeneratePaths(fieldgen.Options{Dir: ".", Root: "Input", Command: "go generate ./authz"}, "inputpaths")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("inputpaths/paths_gen.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("inputpaths/paths_gen.go is stale: run go generate ./authz (first difference: %s)", firstDiff(got, want))
+	}
 }
 
 func firstDiff(got, want []byte) string {

@@ -13,7 +13,7 @@ import (
 	"github.com/writ-authz/writ/task"
 )
 
-//go:generate go run ./internal/fieldgen/cmd -root Input -out fields_gen.go
+//go:generate go run ./internal/fieldgen/cmd -root Input -out fields_gen.go -paths inputpaths/paths_gen.go
 
 // InputVersion is the version of the policy input document. Change the document
 // only additively; compliance writes Rego against it.

@@ -437,3 +437,20 @@ func cloneAliases(m map[ast.Var][]string) map[ast.Var][]string {
 	}
 	return out
 }
+
+// Reads reports whether the policy may read the input's member at path (its
+// steps below input, as ["caller", "user_id"]): a path the policy reads
+// leads to the member or lies within it, or the policy may read the whole
+// input. A replay says so of the members its log masked.
+func (p *Policy) Reads(path []string) bool {
+	if p.reads.all {
+		return true
+	}
+	for _, r := range p.reads.paths {
+		n := min(len(r), len(path))
+		if slices.Equal(r[:n], path[:n]) {
+			return true
+		}
+	}
+	return false
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/writ-authz/writ/adapters/names"
+	"github.com/writ-authz/writ/authz/inputpaths"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -412,6 +413,15 @@ type DecisionLog struct {
 	// and the log is tamper-evident only against edits that leave the digest
 	// chain broken.
 	SigningKeyFile string `yaml:"signing_key_file" writ:"path"`
+	// IncludeInput puts on each decision line the policy input the decision
+	// was made on (writ/v1), redacted as the rest of the line is, so that the
+	// log is a corpus `writ policy replay` can replay a proposed policy on.
+	// Off by default: a line grows by the input's size.
+	IncludeInput bool `yaml:"include_input"`
+	// Mask are members of the input left out of each line's input: paths
+	// such as input.caller.user_id or input.caller.claims.email (a list's
+	// member is masked in every element). Each line says which were masked.
+	Mask []string `yaml:"mask"`
 }
 
 // The decision log's checkpoint interval: its default and its bound.
@@ -669,6 +679,11 @@ func (c *Config) Validate() error {
 	if n := c.DecisionLog.CheckpointEvery; n < 0 || n > MaxCheckpointEvery {
 		bad("decision_log.checkpoint_every", "must be from 1 to %d lines (0: the default, %d), not %d",
 			MaxCheckpointEvery, DefaultCheckpointEvery, n)
+	}
+	for i, m := range c.DecisionLog.Mask {
+		if err := inputpaths.CheckMask(m); err != nil {
+			bad(fmt.Sprintf("decision_log.mask[%d]", i), "%v", err)
+		}
 	}
 	if k := c.DecisionLog.SigningKeyFile; k != "" && strings.TrimSpace(k) == "" {
 		bad("decision_log.signing_key_file", "must name a file")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -259,5 +260,40 @@ func TestRetiredIDsDefaults(t *testing.T) {
 		if r := c.Lifecycle.RetiredIDs; r.Capacity != want || r.FalsePositiveRate != 1e-6 {
 			t.Errorf("%q: retired_ids %+v, want capacity %d at 1e-6", extra, r, want)
 		}
+	}
+}
+
+// TestDecisionLogMask: decision_log.include_input is off by default, and a
+// mask that names no member of the policy input is refused at load, on its
+// line, with the member it may have meant; the ones that do are kept.
+func TestDecisionLogMask(t *testing.T) {
+	c, err := Parse([]byte(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.DecisionLog.IncludeInput || len(c.DecisionLog.Mask) != 0 {
+		t.Fatalf("decision log defaults: %+v", c.DecisionLog)
+	}
+	c, err = Parse([]byte(good + "decision_log:\n  include_input: true\n  mask: [input.caller.user_id, input.caller.claims.email, input.caller.hops.tenant]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.DecisionLog.IncludeInput || len(c.DecisionLog.Mask) != 3 {
+		t.Fatalf("decision log: %+v", c.DecisionLog)
+	}
+	src := good + "decision_log:\n  include_input: true\n  mask:\n    - input.caller.user_id\n    - input.caller.sub\n    - caller.tenant\n    - input.version\n"
+	_, err = Parse([]byte(src))
+	line := strings.Count(good, "\n") + 5
+	for _, want := range []string{
+		fmt.Sprintf("line %d: decision_log.mask[1]: \"input.caller.sub\" names no member of the policy input (did you mean input.caller.claims.sub?", line),
+		fmt.Sprintf("line %d: decision_log.mask[2]: \"caller.tenant\" does not start with input. (did you mean input.caller.tenant?)", line+1),
+		fmt.Sprintf("line %d: decision_log.mask[3]: \"input.version\" cannot be masked", line+2),
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "mask[0]") {
+		t.Errorf("a good mask refused: %v", err)
 	}
 }

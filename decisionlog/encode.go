@@ -1,6 +1,7 @@
 package decisionlog
 
 import (
+	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -75,6 +76,14 @@ type Line struct {
 	Push          *LinePush          `json:"push,omitempty"`
 	// UpstreamError is the agent's protocol error (an upstream_error line).
 	UpstreamError *LineUpstreamError `json:"upstream_error,omitempty"`
+	// InputVersion, InputMasked and Input are the policy input the decision
+	// was made on, on decision lines when decision_log.include_input is on:
+	// its version ("writ/v1"), the members masked out of it
+	// (decision_log.mask) and the input itself, redacted as the rest of the
+	// line is (writ policy replay reads them).
+	InputVersion string          `json:"input_version,omitempty"`
+	InputMasked  []string        `json:"input_masked,omitempty"`
+	Input        json.RawMessage `json:"input,omitempty"`
 
 	// The custody lines' own fields (custody.go).
 	LogID     string `json:"log_id,omitempty"`
@@ -336,6 +345,18 @@ func (e *enc) upstream(k string, u *events.UpstreamError) {
 	e.end()
 }
 
+// input writes the policy input a decision was made on, when its event
+// carries one: its version, the members masked out, and the input.
+func (e *enc) input(in events.Input) {
+	if in == nil {
+		return
+	}
+	e.str("input_version", in.Version())
+	e.strings("input_masked", in.Masked())
+	e.key("input")
+	e.b = in.AppendJSON(e.b)
+}
+
 // appendDecision writes a decision line in the writ format.
 func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e := enc{b: b}
@@ -364,6 +385,7 @@ func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e.str("error", d.Error)
 	e.identity("identity_error", d.Identity)
 	e.str("refused", d.Refused)
+	e.input(d.Input)
 	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
@@ -374,7 +396,10 @@ func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 // denials its result; durations are OPA's timer metrics in nanoseconds; the
 // policy revision is given both as the deprecated top-level revision and as the
 // "writ" bundle's revision. The line's place in the digest chain (seq, prev)
-// is in "custom", where OPA's event keeps what is not its own.
+// is in "custom", where OPA's event keeps what is not its own, and so is the
+// policy input the decision was made on (include_input: custom's
+// input_version, input_masked and input; the event's own input is writ's
+// summary of the decision, as without it).
 func appendOPA(b []byte, d *events.Decision, s *seal) []byte {
 	e := enc{b: b}
 	e.begin()
@@ -439,6 +464,7 @@ func appendOPA(b []byte, d *events.Decision, s *seal) []byte {
 	e.trueOnly("dry_run", d.DryRun)
 	e.trueOnly("cache_hit", d.CacheHit)
 	e.identity("identity_error", d.Identity)
+	e.input(d.Input)
 	e.seal(s)
 	e.end()
 	e.end()

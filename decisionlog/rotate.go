@@ -28,6 +28,11 @@ type rotatingFile struct {
 	backups  int
 	f        *os.File
 	size     int64
+	// special: the live path is not a regular file (a device such as
+	// /dev/null or /dev/stdout, a FIFO read by a log shipper). It is never
+	// rotated: rotating would remove or rename the device and put a regular
+	// file in its place.
+	special bool
 }
 
 func openRotating(path string, maxBytes int64, backups int) (*rotatingFile, error) {
@@ -49,7 +54,7 @@ func (r *rotatingFile) open() error {
 		f.Close()
 		return err
 	}
-	r.f, r.size = f, st.Size()
+	r.f, r.size, r.special = f, st.Size(), !st.Mode().IsRegular()
 	return nil
 }
 
@@ -57,6 +62,9 @@ func (r *rotatingFile) open() error {
 // written, would take a non-empty file beyond the threshold. A line larger than
 // the threshold goes alone into a fresh file.
 func (r *rotatingFile) full(pending, n int) bool {
+	if r.special {
+		return false
+	}
 	cur := r.size + int64(pending)
 	return cur > 0 && cur+int64(n) > r.maxBytes
 }

@@ -3,10 +3,12 @@ package decisionlog
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/writ-authz/writ/config"
@@ -231,4 +233,57 @@ func TestRotationHugeLine(t *testing.T) {
 		t.Errorf("backup %q, live %q", a, b)
 	}
 	verifyOK(t, nil, path+".1", path)
+}
+
+// TestSpecialFileNotRotated: a decision log written to a FIFO (a log shipper
+// reading it) with a size bound far below what is written is never rotated:
+// the path stays the FIFO, and every line reaches its reader.
+//
+// Threat: a log pointed at a device or a pipe (/dev/null, /dev/stdout, a
+// shipper's FIFO) with max_size_mb set is "rotated": the device is renamed or
+// removed and a regular file put in its place, so a shipper reads nothing
+// and, for /dev/null, every other program on the host that opens it gets a
+// growing file or no such file. Defence: a live path that is not a regular
+// file is never rotated.
+func TestSpecialFileNotRotated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "decisions.fifo")
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Skipf("no FIFOs here: %v", err)
+	}
+	got := make(chan int)
+	go func() {
+		f, err := os.Open(path)
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer f.Close()
+		b, _ := io.ReadAll(f)
+		got <- strings.Count(string(b), "\n")
+	}()
+	r, err := openRotating(path, 64, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Repeat("x", 100) + "\n"
+	for range 5 {
+		if r.full(0, len(line)) {
+			if err := r.rotate(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := r.Write([]byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := <-got; n != 5 {
+		t.Errorf("the FIFO's reader got %d lines, want 5", n)
+	}
+	st, err := os.Lstat(path)
+	if err != nil || st.Mode()&os.ModeNamedPipe == 0 {
+		t.Fatalf("the log's path is no longer the FIFO: %v %v", st.Mode(), err)
+	}
 }

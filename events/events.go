@@ -102,6 +102,25 @@ type Decision struct {
 	// Target is the agent the call goes to, by the name its own writ routes
 	// it under (its ingress decision's Route).
 	Target string
+
+	// Input is the policy input the decision was made on, as the decision
+	// log may record it (decision_log.include_input); nil unless asked for.
+	Input Input
+}
+
+// Input is a decision's policy input as an observer may record it: redacted
+// as every event is (no message content, no token, no credential), and
+// without the members the configuration masks. It is encoded when the
+// observer writes it, after the request has moved on: the input behind it
+// does not change once decided.
+type Input interface {
+	// AppendJSON appends the input as one JSON object.
+	AppendJSON(b []byte) []byte
+	// Version is the input document's version ("writ/v1").
+	Version() string
+	// Masked are the members left out, as paths ("input.caller.user_id");
+	// read-only.
+	Masked() []string
 }
 
 // IdentityFailure is a refused credential as observers may record it: the

@@ -433,6 +433,9 @@ func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) events.
 	if x.eg != nil {
 		c.egressEvent(x, &ev)
 	}
+	if c.inputs != nil {
+		ev.Input = c.inputs.Of(x.input)
+	}
 	if err != nil {
 		c.log.Error("policy error; the request is denied (fail closed)", "error", err, "decision_id", d.ID)
 		ev.Error = err.Error()

@@ -74,6 +74,10 @@ type Deps struct {
 	// with itself; nil follows none (push notifications then come only from
 	// the answers callers read).
 	Follow func(*Core) Follower
+	// Inputs, when set, puts each decision's policy input on its event
+	// (decision_log.include_input), recorded as it says; nil: events carry
+	// no input.
+	Inputs *authz.InputLog
 }
 
 // Identifier is what the core needs of identity: the caller a request's
@@ -98,8 +102,9 @@ type Decider interface {
 }
 
 var (
-	_ Identifier = (*identity.Resolver)(nil)
-	_ Decider    = (*authz.Engine)(nil)
+	_ Identifier   = (*identity.Resolver)(nil)
+	_ Decider      = (*authz.Engine)(nil)
+	_ events.Input = authz.LoggedInput{}
 )
 
 // Notifier takes rendered notifications for delivery; push.Deliverer is the one
@@ -125,8 +130,10 @@ type Core struct {
 	log    *slog.Logger
 	lim    wire.Limits
 	// schemes are the security schemes writ itself accepts, for published cards.
-	schemes  []task.SecurityScheme
-	events   events.Sink
+	schemes []task.SecurityScheme
+	events  events.Sink
+	// inputs records each decision's input on its event (nil: none).
+	inputs   *authz.InputLog
 	notifier Notifier
 	// follower follows the tasks that outlive their request (nil: none).
 	follower Follower
@@ -180,7 +187,7 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 	c := &Core{cfg: cfg, ident: d.Identity, engine: d.Engine, store: d.Store, log: d.Logger,
 		client: NewClient(d.Transport),
 		lim:    wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events}
+		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, inputs: d.Inputs}
 	var err error
 	if c.cardKey, err = loadCardKey(cfg.Cards.SigningKeyFile); err != nil {
 		return nil, err

@@ -248,6 +248,9 @@ func (s *Summary) read(src Source) error {
 		if e.Time.IsZero() {
 			return fmt.Errorf("line %d: %s event without a time", line, e.Type)
 		}
+		// The page shows no policy input (decision_log.include_input);
+		// keeping every line's would hold a copy of the log.
+		e.Input = nil
 		e.Time = e.Time.UTC()
 		e.LineNo = line
 		e.Log = src.Name
@@ -381,14 +384,17 @@ func (s *Summary) summarize() {
 
 // CallerName is the name the report gives a decision's caller: its agent id,
 // or a placeholder when the caller was not authenticated or named no agent.
-func CallerName(e *Event) string {
+func CallerName(e *Event) string { return CallerNameOf(e.Caller) }
+
+// CallerNameOf is CallerName of a decision line's caller (nil: none).
+func CallerNameOf(c *Caller) string {
 	switch {
-	case e.Caller == nil || !e.Caller.Authenticated && e.Caller.AgentID == "":
+	case c == nil || !c.Authenticated && c.AgentID == "":
 		return unauthenticatedCaller
-	case e.Caller.AgentID == "":
+	case c.AgentID == "":
 		return unknownCallerAgentName
 	}
-	return e.Caller.AgentID
+	return c.AgentID
 }
 
 func count(m map[string]*Party, name string, e *Event) {

@@ -27,10 +27,22 @@ type Options struct {
 // TopN is how many callers and targets the page lists.
 const TopN = 10
 
-//go:embed page.html.tmpl
-var pageSource string
+// The pages share their head (its Content-Security-Policy and the one
+// stylesheet) from head.html.tmpl.
+var (
+	//go:embed head.html.tmpl
+	headSource string
+	//go:embed page.html.tmpl
+	pageSource string
+	//go:embed impact.html.tmpl
+	impactSource string
+)
 
-var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
+var pageTemplate = template.Must(template.Must(template.New("page").Funcs(funcs).Parse(headSource)).Parse(pageSource))
+
+var impactTemplate = template.Must(template.Must(template.New("impact").Funcs(funcs).Parse(headSource)).Parse(impactSource))
+
+var funcs = template.FuncMap{
 	"f1": func(v float64) string { return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64) },
 	"ms": formatMS,
 	"pct": func(n, of int) string {
@@ -39,7 +51,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 		}
 		return strconv.FormatFloat(math.Round(float64(n)*1000/float64(of))/10, 'f', -1, 64) + "%"
 	},
-}).Parse(pageSource))
+}
 
 // Render writes s as one self-contained HTML page: inline CSS and SVG only, no
 // script and nothing fetched from anywhere (a Content-Security-Policy forbids it).

@@ -265,6 +265,20 @@ func (s *Server) startDecisionLog(context.Context) error {
 	return nil
 }
 
+// decisionInputs is how decisions carry their policy input to the decision
+// log: nil (they carry none) unless decision_log.include_input is on and
+// the log is written somewhere.
+func decisionInputs(cfg config.DecisionLog) (*authz.InputLog, error) {
+	if !cfg.IncludeInput || cfg.Output == "off" {
+		return nil, nil
+	}
+	l, err := authz.NewInputLog(cfg.Mask)
+	if err != nil {
+		return nil, fmt.Errorf("decision_log.mask: %w", err)
+	}
+	return l, nil
+}
+
 // closeDecisionLog closes the decision log and says whether audit lines
 // were lost since the start: a Close that could not write what the log held
 // (its deadline passed, the file did not close), or lines dropped or lost to
@@ -300,8 +314,12 @@ func (s *Server) startCore(context.Context) error {
 	if s.store.queue != nil {
 		work = &follow.Work{Queue: s.store.queue, Holder: s.holder, Lease: s.cfg.Store.WorkLease}
 	}
+	inputs, err := decisionInputs(s.cfg.DecisionLog)
+	if err != nil {
+		return err
+	}
 	core, err := proxy.New(s.cfg, proxy.Deps{Identity: s.ident, Engine: s.engine, Store: s.store, Logger: s.log,
-		Transport: s.opts.transport, Events: s.bus, Push: s.notifier(),
+		Transport: s.opts.transport, Events: s.bus, Push: s.notifier(), Inputs: inputs,
 		Follow: follow.New(follow.Options{Store: s.store, Lifecycle: s.cfg.Lifecycle, Logger: s.log, Work: work})})
 	if err != nil {
 		return err

@@ -24,7 +24,7 @@ import (
 )
 
 // commands are writ's commands as a user types them.
-var commands = []string{"serve", "validate", "dev token", "dev jwks", "sts", "demo", "inspect", "eval", "policy test", "report", "version"}
+var commands = []string{"serve", "validate", "dev token", "dev jwks", "sts", "demo", "inspect", "eval", "policy test", "policy replay", "report", "version"}
 
 // TestHelpExitsZero: -h, -help and --help print the command's usage on
 // stdout and exit 0, for writ itself and every command.
@@ -42,7 +42,7 @@ func TestHelpExitsZero(t *testing.T) {
 		t.Errorf("a bad flag: exit %d %s", code, errOut)
 	}
 	// A command of subcommands lists them all.
-	for cmd, subs := range map[string][]string{"dev": {"writ dev token", "writ dev jwks"}, "policy": {"writ policy test"}} {
+	for cmd, subs := range map[string][]string{"dev": {"writ dev token", "writ dev jwks"}, "policy": {"writ policy test", "writ policy replay"}} {
 		_, out, _ := runCLI(t, "", cmd, "-h")
 		for _, sub := range subs {
 			if !strings.Contains(out, sub) {
@@ -80,7 +80,7 @@ func TestREADMEFlagSpelling(t *testing.T) {
 		known[cmd] = flagsOf(t, cmd)
 		known[cmd]["h"] = true // every command takes -h (TestHelpExitsZero)
 	}
-	cmdRE := regexp.MustCompile(`writ (dev token|dev jwks|policy test|serve|validate|sts|demo|inspect|eval|report|version)\b([^\n` + "`" + `|]*)`)
+	cmdRE := regexp.MustCompile(`writ (dev token|dev jwks|policy test|policy replay|serve|validate|sts|demo|inspect|eval|report|version)\b([^\n` + "`" + `|]*)`)
 	flagRE := regexp.MustCompile(`(?:^|[\s\[(])(-{1,2})([a-z][a-z-]*)`)
 	checked := 0
 	for _, page := range append([]string{"../../README.md"}, pages...) {

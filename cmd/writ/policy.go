@@ -14,12 +14,17 @@ import (
 
 // policyUsage lists writ policy's subcommands.
 const policyUsage = `usage: writ policy test [-v] [-config writ.yaml] [DIR...]   run a policy set's Rego tests (opa test-like output)
+       writ policy replay -log decisions.jsonl -policies DIR [-base DIR] [-expect FILE] [-o impact.html]
+                                                          what a proposed set would change: every decision a
+                                                          log recorded, decided again, and what flips
 
 The policies writ decides with are Rego files (the shipped set is embedded;
 policies: in writ.yaml names yours). Related commands: writ eval decides one
 request with them (-policies DIR: a candidate set), writ inspect shows the
 input they see, writ validate loads a config and its policies as serve would.
-writ policy test -h gives the flags.
+writ policy replay needs a log written with decision_log.include_input: true;
+it exits 0 when nothing flipped beyond -expect, 1 when something did, 2 when
+it cannot replay. writ policy test -h and writ policy replay -h give the flags.
 `
 
 // policyCmd runs `writ policy test [-v] [-config writ.yaml] [DIR...]`: the
@@ -32,6 +37,9 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help" || args[0] == "help") {
 		fmt.Fprint(stdout, policyUsage)
 		return 0
+	}
+	if len(args) > 0 && args[0] == "replay" {
+		return replayCmd(args[1:], stdout, stderr)
 	}
 	if len(args) == 0 || args[0] != "test" {
 		if len(args) > 0 {

@@ -69,7 +69,9 @@ func TestImportGraph(t *testing.T) {
 		{"task/lease", func(d string) bool { return d == "task" }, "the rhythm of durable work sits on the kernel's work queue, nothing else"},
 		{"events", func(d string) bool { return d == "task" }, "events is a leaf: the kernel only"},
 		{"adapters/names", func(string) bool { return false }, "the protocol names are a leaf: what config validates against without linking a parser"},
-		{"config", func(d string) bool { return d == "task" || d == "adapters/names" }, "config describes configuration, no decision code (and knows protocols by name only)"},
+		{"authz/inputpaths", func(string) bool { return false }, "the policy input's member paths are a leaf: what config validates decision_log.mask against without linking the engine"},
+		{"config", func(d string) bool { return d == "task" || d == "adapters/names" || d == "authz/inputpaths" },
+			"config describes configuration, no decision code (and knows protocols, and the input's members, by name only)"},
 		{"adapters/wire", func(d string) bool { return d == "task" || d == "internal/jsonkeys" }, "adapters sit on the kernel (and the JSON member scanner they share with identity)"},
 		// Each protocol's package (adapters/a2a, adapters/acp, ...): see
 		// TestProtocolsReachedThroughTheTable.
@@ -87,6 +89,12 @@ func TestImportGraph(t *testing.T) {
 			return d == "task" || d == "events" || d == "config" || d == "authz/identity" ||
 				d == "authz/internal/segcache" || d == "internal/jsonkeys"
 		}, "the exchange client sits on identity, config and events only"},
+		// The replay of a decision log decides with the engine and reads
+		// the log; it is no part of a running writ.
+		{"replay", func(d string) bool {
+			return d != "proxy" && !strings.HasPrefix(d, "proxy/") && d != "server" && d != "admin" && d != "metrics" &&
+				(!strings.HasPrefix(d, "adapters") || d == "adapters/names")
+		}, "the replay decides with the engine and reads the log: never the core, a door, an adapter or the assembly"},
 		{"sts", func(d string) bool {
 			return d == "task" || d == "config" || d == "authz/identity" || d == "authz/internal/segcache" ||
 				d == "internal/jsonkeys" || d == "internal/devidp"
@@ -108,7 +116,7 @@ func TestImportGraph(t *testing.T) {
 		}
 	}
 	// The decision engine (OPA) stays out of configuration and the observers.
-	for _, p := range []string{"config", "events", "metrics", "decisionlog", "report", "task", "adapters", "adapters/names"} {
+	for _, p := range []string{"config", "events", "metrics", "decisionlog", "report", "task", "adapters", "adapters/names", "authz/inputpaths"} {
 		for _, d := range all[p] {
 			if strings.HasPrefix(d, "github.com/open-policy-agent/") {
 				t.Errorf("%s depends on %s", p, d)

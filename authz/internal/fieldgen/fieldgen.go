@@ -4,7 +4,9 @@
 // writ tags say how a member is served (memoized, copied, a cached digest).
 // From them it writes, per struct type, the conversion to an OPA value (whole,
 // and pruned to the paths a policy reads), the decision-cache key encoding
-// (whole, and at a read path) and, where asked, a deep copy.
+// (whole, and at a read path), the JSON encoding with members masked out
+// (the decision log's record of the input) and, where asked, a deep copy.
+// GeneratePaths writes the member paths alone, for a package of its own.
 //
 // It reads the declaration from source (go/parser), so it runs whatever state
 // the generated file is in: a member removed, the package no longer compiling
@@ -27,6 +29,11 @@
 //	type keyEnc with s(string), flag(bool), n(int) (a length), i(int64),
 //	  list([]string), absent(), object(map[string]any, [32]byte),
 //	  objectAt(map[string]any, []string, [32]byte)
+//	type mask with keep(name string) bool (the member is not masked) and
+//	  sub(name string) mask (the masks below it)
+//	type jsonEnc with open(), close(), key(name), str(string), boolean(bool),
+//	  integer(int64), strs([]string), null(), openList(), closeList(),
+//	  object(map[string]any, mask)
 package fieldgen
 
 import (
@@ -122,8 +129,48 @@ type gen struct {
 // reaches, or an error naming the first member it cannot convert exactly as
 // encoding/json would.
 func Generate(o Options) ([]byte, error) {
+	g, st, err := load(o)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	g.write(&b, st)
+	return formatted(b.Bytes())
+}
+
+// GeneratePaths returns the gofmt'd source, for package pkg, of the member
+// paths of the type o.Root: every member at every depth, dotted
+// ("caller.agent_id"), and the free-form objects among them. A package
+// that must know the input's members without linking the engine (the
+// configuration, validating the decision log's masks) imports it.
+func GeneratePaths(o Options, pkg string) ([]byte, error) {
+	g, st, err := load(o)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	g.writePaths(&b, st, pkg)
+	return formatted(b.Bytes())
+}
+
+func formatted(src []byte) ([]byte, error) {
+	out, err := format.Source(src)
+	if err != nil {
+		return nil, fmt.Errorf("fieldgen: formatting the output: %w\n%s", err, src)
+	}
+	return out, nil
+}
+
+// load reads the declaration of o.Root and every type it reaches.
+func load(o Options) (*gen, *structType, error) {
 	g := &gen{opt: o, pkgs: map[string]*pkgSrc{}, byDecl: map[*typeDecl]*structType{}, walking: map[*typeDecl]bool{},
 		imports: map[string]string{}}
+	st, err := g.load()
+	return g, st, err
+}
+
+func (g *gen) load() (*structType, error) {
+	o := g.opt
 	if err := g.module(); err != nil {
 		return nil, err
 	}
@@ -153,13 +200,7 @@ func Generate(o Options) ([]byte, error) {
 			}
 		}
 	}
-	var b bytes.Buffer
-	g.write(&b, st)
-	out, err := format.Source(b.Bytes())
-	if err != nil {
-		return nil, fmt.Errorf("fieldgen: formatting the output: %w\n%s", err, b.Bytes())
-	}
-	return out, nil
+	return st, nil
 }
 
 // module finds the module o.Dir is in: its root and path.

@@ -66,3 +66,40 @@ func TestGenerates(t *testing.T) {
 		}
 	}
 }
+
+// TestGeneratesJSON: the JSON encoding of every member is generated, each
+// behind its mask, an omitempty member only when encoding/json writes it, a
+// nil list or pointer as null.
+func TestGeneratesJSON(t *testing.T) {
+	src, err := Generate(Options{Dir: "testdata/decl", Root: "good", Command: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"func encodeGood(e *jsonEnc, x *good, m mask) {", `if m.keep("name") {`, `e.key("name")`, `e.str(x.Name)`,
+		`if x.Level != "" && m.keep("level") {`, `e.str(string(x.Level))`, `encodeTaskPartCounts(e, &x.Parts, m.sub("parts"))`,
+		`if x.Section != nil && m.keep("section") {`, `encodeSection(e, x.Section, m.sub("section"))`, `e.strs(x.Tags)`,
+		`e.integer(int64(x.Count))`, `sub := m.sub("items")`, `encodeItem(e, &x.Items[i], sub)`, `e.object(x.Claims, m.sub("claims"))`,
+	} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("no %q in\n%s", want, src)
+		}
+	}
+}
+
+// TestGeneratesPaths: the member paths are every member at every depth, in
+// declaration order, a list's members its elements', and the free-form
+// objects apart.
+func TestGeneratesPaths(t *testing.T) {
+	src, err := GeneratePaths(Options{Dir: "testdata/decl", Root: "good", Command: "test"}, "paths")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"package paths",
+		`var paths = []string{"name", "level", "parts", "parts.text", "parts.file", "parts.data", "section", "section.tags", "section.count", "items", "items.id", "claims"}`,
+		`var objects = []string{"claims"}`} {
+		if !strings.Contains(string(src), want) {
+			t.Errorf("no %q in\n%s", want, src)
+		}
+	}
+}

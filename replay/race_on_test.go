@@ -1,0 +1,6 @@
+//go:build race
+
+package replay_test
+
+// raceOn: the race detector is on (its tests run fewer lines).
+const raceOn = true

@@ -30,11 +30,16 @@ const (
 	readyMarker  = ".writ-npm-ci-ok" // written into node_modules after a good npm ci
 )
 
-var (
-	npmOnce sync.Once
-	npmDir  string
-	npmErr  error
-)
+// npmDone holds, per directory of the repository, the one npm ci of this
+// process (a *npmRun).
+var npmDone sync.Map
+
+// npmRun is one directory's npm ci, run once per process.
+type npmRun struct {
+	once sync.Once
+	dir  string
+	err  error
+}
 
 // EnsureNode skips the test when node is not on PATH; otherwise it makes sure
 // testdata/peers/js has its node_modules (running `npm ci` once per process,
@@ -42,17 +47,29 @@ var (
 // incomplete) and returns that directory.
 func EnsureNode(t testing.TB) string {
 	t.Helper()
+	return EnsureNodeDir(t, filepath.Join("testdata", "peers", "js"))
+}
+
+// EnsureNodeDir is EnsureNode for the Node.js package at rel (a directory of
+// the repository, e.g. examples/js-agent): it skips the test without node,
+// runs `npm ci --no-audit --no-fund` there once per process (under the same
+// lock) when its node_modules are missing or incomplete, and returns the
+// directory.
+func EnsureNodeDir(t testing.TB, rel string) string {
+	t.Helper()
 	if _, err := exec.LookPath("node"); err != nil {
 		if os.Getenv("CI") != "" {
 			t.Fatal("node is not on PATH: CI must run the @a2a-js/sdk peer tests (.ci/run installs Node)")
 		}
 		t.Skip("node is not on PATH; skipping the @a2a-js/sdk peer tests")
 	}
-	npmOnce.Do(func() { npmDir, npmErr = prepare() })
-	if npmErr != nil {
-		t.Fatalf("peers: %v", npmErr)
+	v, _ := npmDone.LoadOrStore(rel, &npmRun{})
+	run := v.(*npmRun)
+	run.once.Do(func() { run.dir, run.err = prepare(rel) })
+	if run.err != nil {
+		t.Fatalf("peers: %v", run.err)
 	}
-	return npmDir
+	return run.dir
 }
 
 func installed(dir string) bool {
@@ -68,15 +85,15 @@ func installed(dir string) bool {
 	return true
 }
 
-// prepare finds testdata/peers/js and runs npm ci there if needed. A lock
+// prepare finds the package at rel and runs npm ci there if needed. A lock
 // directory keeps concurrent test processes (go test ./...) from running npm ci
 // over each other or using a half-installed tree.
-func prepare() (string, error) {
+func prepare(rel string) (string, error) {
 	root, err := writproc.RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	dir := filepath.Join(root, "testdata", "peers", "js")
+	dir := filepath.Join(root, rel)
 	if installed(dir) {
 		return dir, nil
 	}

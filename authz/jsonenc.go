@@ -5,7 +5,8 @@ import (
 	"math"
 	"slices"
 	"strconv"
-	"unicode/utf8"
+
+	"github.com/writ-authz/writ/internal/jsonstr"
 )
 
 // The JSON form of the input, as the decision log records it
@@ -73,7 +74,7 @@ func (e *jsonEnc) sep() {
 // object's, escaped.
 func (e *jsonEnc) key(k string) {
 	e.sep()
-	e.b = appendJSONString(e.b, k)
+	e.b = jsonstr.Append(e.b, k)
 	e.b = append(e.b, ':')
 	e.comma = false
 }
@@ -86,7 +87,7 @@ func (e *jsonEnc) scalar(b []byte) {
 
 func (e *jsonEnc) str(s string) {
 	e.sep()
-	e.b = appendJSONString(e.b, s)
+	e.b = jsonstr.Append(e.b, s)
 	e.comma = true
 }
 
@@ -199,55 +200,4 @@ func (e *jsonEnc) float(f float64) {
 		}
 	}
 	e.comma = true
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string: invalid UTF-8 becomes U+FFFD,
-// control characters and U+2028/U+2029 are escaped (HTML characters are
-// not: the log is not a web page).
-func appendJSONString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			switch r {
-			case utf8.RuneError:
-				b = append(b, `\ufffd`...)
-			default:
-				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			}
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
 }

@@ -4,9 +4,9 @@ import (
 	"encoding/json"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/internal/jsonstr"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -189,7 +189,7 @@ func (e *enc) key(k string) {
 func (e *enc) str(k, v string) {
 	if v != "" {
 		e.key(k)
-		e.b = appendString(e.b, v)
+		e.b = jsonstr.Append(e.b, v)
 	}
 }
 
@@ -236,7 +236,7 @@ func (e *enc) strings(k string, v []string) {
 		if i > 0 {
 			e.b = append(e.b, ',')
 		}
-		e.b = appendString(e.b, s)
+		e.b = jsonstr.Append(e.b, s)
 	}
 	e.b = append(e.b, ']')
 }
@@ -282,14 +282,14 @@ func (e *enc) protocol(k string, p task.Protocol) {
 	}
 	e.key(k)
 	e.b = append(e.b, '"')
-	e.b = appendEscaped(e.b, p.Name)
+	e.b = jsonstr.AppendEscaped(e.b, p.Name)
 	if p.Version != "" || p.Binding != "" {
 		e.b = append(e.b, '/')
-		e.b = appendEscaped(e.b, p.Version)
+		e.b = jsonstr.AppendEscaped(e.b, p.Version)
 	}
 	if p.Binding != "" {
 		e.b = append(e.b, '/')
-		e.b = appendEscaped(e.b, string(p.Binding))
+		e.b = jsonstr.AppendEscaped(e.b, string(p.Binding))
 	}
 	e.b = append(e.b, '"')
 }
@@ -523,59 +523,4 @@ func appendHex(b []byte, p []byte) []byte {
 		b = append(b, hex[c>>4], hex[c&0xf])
 	}
 	return b
-}
-
-// appendString appends s as a JSON string.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	b = appendEscaped(b, s)
-	return append(b, '"')
-}
-
-// appendEscaped appends s JSON-escaped, without quotes: invalid UTF-8 becomes
-// U+FFFD, control characters and U+2028/U+2029 are escaped.
-func appendEscaped(b []byte, s string) []byte {
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		if r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
 }

@@ -577,21 +577,3 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("stats %+v, want %d accounted for", s, 2*workers*each)
 	}
 }
-
-func TestAppendEscaped(t *testing.T) {
-	for _, s := range []string{"plain", "quote\" back\\slash", "ctl\x00\x01\x1f\t\r\n", "bad utf8 \xff\xfe end", "sep \u2028 \u2029", "ünïcödé ✓ 😀", "<html>&"} {
-		got := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Errorf("%q encodes to invalid JSON %s: %v", s, got, err)
-			continue
-		}
-		want := strings.ToValidUTF8(s, "\uFFFD")
-		if s == "bad utf8 \xff\xfe end" {
-			want = "bad utf8 \uFFFD\uFFFD end"
-		}
-		if back != want {
-			t.Errorf("%q round-trips to %q", s, back)
-		}
-	}
-}

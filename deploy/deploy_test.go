@@ -70,6 +70,7 @@ var familyLabels = map[string][]string{
 	"writ_policy_info":                      {"revision"},
 	"writ_extauthz_checks_total":            {"result"},
 	"writ_store_errors_total":               {},
+	"writ_store_cancellations_total":        {},
 	"writ_task_evictions_total":             {"reason"},
 	"writ_component_errors_total":           {"component"},
 	"writ_token_exchanges_total":            {"outcome", "error"},

@@ -40,8 +40,12 @@ type Sources struct {
 	Push interface {
 		QueueStats() (queued int, dropped uint64)
 	}
-	// Lifecycle gives the lifecycle store errors the core met (proxy.Core).
-	Lifecycle interface{ StoreErrors() uint64 }
+	// Lifecycle gives the lifecycle store errors the core met, and the store
+	// operations its callers' cancellations cut short (proxy.Core).
+	Lifecycle interface {
+		StoreErrors() uint64
+		StoreCancellations() uint64
+	}
 	// Components gives the errors writ's own parts met starting, serving
 	// and stopping (a listener that stopped serving, a decision log that
 	// could not be flushed, a store that did not close), by part: each
@@ -185,6 +189,7 @@ const (
 	namePolicyInfo         = "writ_policy_info"
 	nameExtAuthzChecks     = "writ_extauthz_checks_total"
 	nameStoreErrors        = "writ_store_errors_total"
+	nameStoreCancellations = "writ_store_cancellations_total"
 	nameEvictions          = "writ_task_evictions_total"
 	nameComponentErrors    = "writ_component_errors_total"
 	nameExchanges          = "writ_token_exchanges_total"
@@ -207,7 +212,7 @@ var names = []string{
 	nameDecisionCacheHits, nameDecisionCacheMiss, nameTokenCacheHits, nameTokenCacheMiss,
 	nameTasks, nameTransitions, nameTasksCreated, nameViolations,
 	namePushDeliveries, namePushAttempts, namePushDuration, namePushQueueDepth, namePushDropped, namePushGuardRefusals,
-	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameEvictions, nameComponentErrors,
+	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameStoreCancellations, nameEvictions, nameComponentErrors,
 	nameExchanges, nameExchangeDuration,
 }
 
@@ -357,7 +362,10 @@ func (m *Metrics) registerSources(src Sources) {
 	}
 	if l := src.Lifecycle; l != nil {
 		reg.MustRegister(counter(nameStoreErrors,
-			"Lifecycle store operations that failed (requests that needed them were refused, fail closed).", nil, l.StoreErrors))
+			"Lifecycle store operations that failed (requests that needed them were refused, fail closed).", nil, l.StoreErrors),
+			counter(nameStoreCancellations,
+				"Lifecycle store operations cut short by the caller's own cancellation (the caller went away; no fault of the store).",
+				nil, l.StoreCancellations))
 	}
 	if c := src.Components; c != nil {
 		reg.MustRegister(&componentErrors{src: c, desc: prometheus.NewDesc(nameComponentErrors,

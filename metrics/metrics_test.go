@@ -436,7 +436,7 @@ func TestNoSources(t *testing.T) {
 			t.Errorf("%s is not in Names()", name)
 		}
 	}
-	for _, name := range []string{"writ_tasks", "writ_policy_info", "writ_push_queue_depth", "writ_decision_cache_hits_total", "writ_store_errors_total", "writ_component_errors_total"} {
+	for _, name := range []string{"writ_tasks", "writ_policy_info", "writ_push_queue_depth", "writ_decision_cache_hits_total", "writ_store_errors_total", "writ_store_cancellations_total", "writ_component_errors_total"} {
 		if s[name] != nil {
 			t.Errorf("%s exported without its source", name)
 		}

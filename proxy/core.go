@@ -272,6 +272,10 @@ func (c *Core) Stats() *Stats { return &c.stats }
 // StoreErrors counts the lifecycle store operations that failed.
 func (c *Core) StoreErrors() uint64 { return c.stats.StoreErrors.Load() }
 
+// StoreCancellations counts the lifecycle store operations a caller's own
+// cancellation cut short: no fault of the store (the request was refused).
+func (c *Core) StoreCancellations() uint64 { return c.stats.Cancelled.Load() }
+
 // acceptedSchemes are the security schemes a published card advertises: what
 // writ verifies, not what the agent behind it does.
 func acceptedSchemes(cfg *config.Config) []task.SecurityScheme {

@@ -454,7 +454,7 @@ func (w *world) testStory(t *testing.T, chainID string) {
 	if !strings.HasPrefix(out, head) || !strings.Contains(out, "from "+strings.Join(w.logs(), ", ")) {
 		t.Fatalf("the story's heading:\n%s", out)
 	}
-	step := regexp.MustCompile(`(?m)^ *\d+\. \S+ \S+ \S+  hop (\d)  (ingress|egress) +at (\S+)  ALLOW (\S+)\n +(.+)$`)
+	step := regexp.MustCompile(`(?m)^ *\d+\. \S+ \+\S+(?: ms)?  hop (\d)  (ingress|egress) +at (\S+)  ALLOW (\S+)\n +(.+)$`)
 	var got []string
 	for _, m := range step.FindAllStringSubmatch(out, -1) {
 		got = append(got, fmt.Sprintf("%s %s %s %s: %s", m[1], m[2], m[3], m[4], m[5]))

@@ -547,3 +547,15 @@ func TestWatchReplacedDirectory(t *testing.T) {
 	// An edit inside the new directory.
 	waitRevision("an edit in the new directory", rev, func() { setData(t, dir, `"ownership": "agent_and_user"`, `"ownership": "tenant"`) })
 }
+
+// skipUnderRace skips a whole-policy equivalence test (thousands of OPA
+// evaluations, one goroutine: nothing for the race detector to find, ten
+// times slower under it) in a -race build. make test runs these without
+// the race detector, at their full size, in its own step (logic-test: see
+// the Makefile); the race build runs every test that has concurrency.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("an evaluation-equivalence test: make test runs it without -race (the logic-test step)")
+	}
+}

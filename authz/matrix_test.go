@@ -88,6 +88,7 @@ func matrix(n int) []*Input {
 // pruned to what it reads as on the whole input, over the matrix.
 func TestPrunedInputDecidesAlike(t *testing.T) {
 	t.Parallel() // seconds of OPA evaluation; independent of the other tests
+	skipUnderRace(t)
 	ctx := context.Background()
 	p := loadShipped(t)
 	n := 1000

@@ -50,6 +50,7 @@ func checkPartial(t *testing.T, p *Policy, inputs []*Input) {
 // whole policy, on the shipped policy and data and on a variant of the data.
 func TestPartialMatchesFull(t *testing.T) {
 	t.Parallel() // seconds of OPA evaluation; independent of the other tests
+	skipUnderRace(t)
 	n := 1000
 	if testing.Short() || raceEnabled {
 		n = 200

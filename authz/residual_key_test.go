@@ -300,6 +300,7 @@ func keyBases(n int) []*Input {
 // fails for a key that drops any one of those paths.
 func TestResidualKeySoundness(t *testing.T) {
 	t.Parallel() // seconds of OPA evaluation; independent of the other tests
+	skipUnderRace(t)
 	n := 400
 	if testing.Short() || raceEnabled {
 		n = 80
@@ -324,6 +325,7 @@ func TestResidualKeySoundness(t *testing.T) {
 // something.
 func TestResidualKeyCatchesAnOmission(t *testing.T) {
 	t.Parallel() // seconds of OPA evaluation; independent of the other tests
+	skipUnderRace(t)
 	ctx := context.Background()
 	p := loadShipped(t)
 	donors := keyDonors()
@@ -440,6 +442,7 @@ func engineMismatches(t *testing.T, p *Policy, stream []*Input, first bool) (out
 // a fresh evaluation of the whole policy.
 func TestCachedDecisionsMatchWhole(t *testing.T) {
 	t.Parallel() // seconds of OPA evaluation; independent of the other tests
+	skipUnderRace(t)
 	n := 160
 	if testing.Short() || raceEnabled {
 		n = 40

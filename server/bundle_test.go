@@ -112,12 +112,15 @@ type bundleServer struct {
 	mu       sync.Mutex
 	body     []byte
 	etag     string
+	changed  chan struct{} // closed (and replaced) by set
 	ok, same atomic.Int64
+	// held counts polls held open (OPA's long-polling: Prefer: wait=N).
+	held atomic.Int64
 }
 
 func newBundleServer(t *testing.T, body []byte) *bundleServer {
 	t.Helper()
-	bs := &bundleServer{}
+	bs := &bundleServer{changed: make(chan struct{})}
 	bs.set(body)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -134,6 +137,8 @@ func (bs *bundleServer) set(body []byte) {
 	sum := sha256.Sum256(body)
 	bs.mu.Lock()
 	bs.body, bs.etag = body, `"`+hex.EncodeToString(sum[:8])+`"`
+	close(bs.changed)
+	bs.changed = make(chan struct{})
 	bs.mu.Unlock()
 }
 
@@ -143,8 +148,28 @@ func (bs *bundleServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bs.mu.Lock()
-	body, etag := bs.body, bs.etag
+	body, etag, changed := bs.body, bs.etag, bs.changed
 	bs.mu.Unlock()
+	_, wait, longPoll := strings.Cut(r.Header.Get("Prefer"), "wait=")
+	if longPoll {
+		// The bundle protocol's long-polling: an unchanged bundle's poll is
+		// held until it changes or the wait ends; the content type says
+		// the service takes part.
+		w.Header().Set("Content-Type", "application/vnd.openpolicyagent.bundles")
+		if strings.Contains(r.Header.Get("If-None-Match"), etag) {
+			secs, _ := time.ParseDuration(strings.TrimSpace(wait) + "s")
+			bs.held.Add(1)
+			select {
+			case <-changed:
+			case <-time.After(secs):
+			case <-r.Context().Done():
+				return
+			}
+			bs.mu.Lock()
+			body, etag = bs.body, bs.etag
+			bs.mu.Unlock()
+		}
+	}
 	w.Header().Set("ETag", etag)
 	if strings.Contains(r.Header.Get("If-None-Match"), etag) {
 		bs.same.Add(1)
@@ -152,7 +177,9 @@ func (bs *bundleServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	bs.ok.Add(1)
-	w.Header().Set("Content-Type", "application/gzip")
+	if !longPoll {
+		w.Header().Set("Content-Type", "application/gzip")
+	}
 	_, _ = w.Write(body)
 }
 
@@ -312,6 +339,29 @@ func TestBundleETagNotModified(t *testing.T) {
 	}
 	if ok, failed := s.reloader.Counts(); ok != 0 || failed != 0 {
 		t.Errorf("reloads ok=%d failed=%d after 304s, want none", ok, failed)
+	}
+}
+
+// TestBundleLongPoll: with long_poll set, writ holds its poll open at the
+// service (OPA's long-polling) and a new bundle serves at once, long before
+// the next poll of poll_min would have come.
+func TestBundleLongPoll(t *testing.T) {
+	bs := newBundleServer(t, bundleSpec{rev: "r1"}.build(t))
+	s, err := New(t.Context(), bundleConfig(t, bs.url, "", func(b *config.PolicyBundle) {
+		b.PollMin, b.PollMax, b.LongPoll = 60*time.Second, 60*time.Second, 30*time.Second
+	}), WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shutdown(t, s)
+	// The first poll after the start's download tells writ the service
+	// long-polls; the one after it is held.
+	waitFor(t, "a poll held open", func() bool { return bs.held.Load() >= 1 })
+	start := time.Now()
+	bs.set(bundleSpec{rev: "r2"}.build(t))
+	waitFor(t, "r2 serving", func() bool { return bundleRev(s.Engine().Revision()) == "r2" })
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("r2 took %s to serve: the poll was not held open", d)
 	}
 }
 

@@ -309,7 +309,7 @@ func (s *Server) firstBundle(ctx context.Context, opt authz.LoadOptions) (*authz
 // the downloader is told none, so it keeps its rhythm (and the refused
 // bundle's ETag: the same bundle is not fetched and refused again).
 func (s *Server) onBundle(ctx context.Context, u download.Update) error {
-	if !s.bundle.offer(u) || s.reloader == nil {
+	if !s.bundle.offer(u) || !s.bundleLive.Load() {
 		return nil
 	}
 	if err := s.reloader.Reload(ctx); err != nil {

@@ -31,6 +31,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/download"
@@ -60,6 +61,9 @@ type Server struct {
 	// downloader of it (nil without policy_bundle:).
 	bundle     *bundleSource
 	downloader *download.Downloader
+	// bundleLive is set once the reloader exists and the downloader polls:
+	// before, an update (the start's one download) is only offered.
+	bundleLive atomic.Bool
 	bus        *events.Bus
 	store      *lifecycleStore
 	holder     string
@@ -374,6 +378,7 @@ func (s *Server) startMetrics(context.Context) error {
 func (s *Server) startWatch() {
 	if s.downloader != nil {
 		// OPA's downloader polls (or long-polls) until Shutdown stops it.
+		s.bundleLive.Store(true)
 		s.downloader.Start(context.Background())
 		return
 	}

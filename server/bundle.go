@@ -176,7 +176,9 @@ func (b *bundleSource) load(ctx context.Context, opt authz.LoadOptions) (*authz.
 	return bundlePolicy(ctx, c.b, opt)
 }
 
-// bundlePolicy hands a bundle's modules and data to authz as one set.
+// bundlePolicy hands a bundle's modules and data to authz as one set: an
+// in-memory fs.FS for authz.LoadPolicyFS (fstest.MapFS is the standard
+// library's map-backed fs.FS; it imports no part of package testing).
 func bundlePolicy(ctx context.Context, b *bundle.Bundle, opt authz.LoadOptions) (*authz.Policy, error) {
 	fsys := fstest.MapFS{}
 	for _, m := range b.Modules {

@@ -559,3 +559,32 @@ func TestBundleServiceDownAtStart(t *testing.T) {
 
 // textLogger logs to w, as text.
 func textLogger(w io.Writer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+
+// TestBundleValidate: writ validate of a policy_bundle: configuration
+// checks the persisted bundle when there is one, and with none says so as a
+// warning (only a serving writ downloads the policy).
+func TestBundleValidate(t *testing.T) {
+	dir := t.TempDir()
+	bs := newBundleServer(t, bundleSpec{rev: "r1"}.build(t))
+	s, err := New(t.Context(), bundleConfig(t, bs.url, dir, nil), WithLogger(quiet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rev := s.Engine().Revision()
+	shutdown(t, s)
+	v := Validate(t.Context(), bundleConfig(t, bs.url, dir, nil), ValidateOptions{Offline: true})
+	if !strings.Contains(v.Summary, "revision "+rev) {
+		t.Errorf("with a bundle persisted: %q %+v", v.Summary, v.Findings)
+	}
+	v = Validate(t.Context(), bundleConfig(t, bs.url, t.TempDir(), nil), ValidateOptions{Offline: true})
+	var warned bool
+	for _, f := range v.Findings {
+		warned = warned || (f.Kind == "warning" && f.Key == "policy_bundle" && strings.Contains(f.Msg, "no bundle persisted"))
+		if f.Kind == "error" {
+			t.Errorf("nothing persisted: error %+v", f)
+		}
+	}
+	if !warned || !strings.Contains(v.Summary, "not checked here") {
+		t.Errorf("nothing persisted: %q %+v", v.Summary, v.Findings)
+	}
+}

@@ -40,6 +40,10 @@ func loadPolicy(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) 
 	return p, nil
 }
 
+// errNoPersistedBundle: a command outside a serving writ has no bundle
+// policy to read.
+var errNoPersistedBundle = errors.New("no bundle persisted in persist_dir to check here: the policy comes from the bundle service when writ serves")
+
 // loadPersistedBundle loads the bundle policy_bundle persisted (what a
 // command that runs outside a serving writ can read of a bundle's policy).
 func loadPersistedBundle(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) (*authz.Policy, error) {
@@ -52,7 +56,7 @@ func loadPersistedBundle(ctx context.Context, cfg *config.Config, opt authz.Load
 		return nil, err
 	}
 	if !ok {
-		return nil, errors.New("policy_bundle: no bundle persisted in persist_dir to read here (the policy comes from the bundle service when writ serves)")
+		return nil, errNoPersistedBundle
 	}
 	return src.load(ctx, opt)
 }

@@ -173,6 +173,10 @@ func (a *api) readyz(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if p.BundleRevision != "" {
+		fmt.Fprintf(w, "ready: policy revision %s (bundle revision %s)\n", p.Revision, p.BundleRevision)
+		return
+	}
 	fmt.Fprintf(w, "ready: policy revision %s\n", p.Revision)
 }
 
@@ -188,6 +192,10 @@ func (a *api) livePolicy() *authz.Policy {
 type PolicyStatus struct {
 	// Revision identifies the live policy set (a hash of its files).
 	Revision string `json:"revision"`
+	// BundleRevision is the manifest revision of the OPA bundle the set
+	// came from (policy_bundle:; Revision ends in "@" and it); absent for
+	// files.
+	BundleRevision string `json:"bundle_revision,omitempty"`
 	// Files are the policy and data files it was loaded from.
 	Files []string `json:"files"`
 	// Loaded is when the live set was loaded.
@@ -224,7 +232,7 @@ func (a *api) policy(w http.ResponseWriter, _ *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "no policy loaded")
 		return
 	}
-	st := PolicyStatus{Revision: p.Revision, Files: p.Files, Loaded: p.Loaded,
+	st := PolicyStatus{Revision: p.Revision, BundleRevision: p.BundleRevision, Files: p.Files, Loaded: p.Loaded,
 		Tests: PolicyTests{Passed: p.Tests.Passed, Failed: p.Tests.Failed, Errored: p.Tests.Errored}}
 	if st.Files == nil {
 		st.Files = []string{}

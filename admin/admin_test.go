@@ -603,3 +603,25 @@ func TestLoadToken(t *testing.T) {
 		t.Error("a missing file loads")
 	}
 }
+
+// TestReadyzBundleRevision: a policy from a bundle has its manifest
+// revision on /readyz's line and in GET /v1/policy's bundle_revision.
+func TestReadyzBundleRevision(t *testing.T) {
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "p.rego"), allowRego)
+	p, err := authz.LoadPolicyFS(context.Background(), os.DirFS(dir), "bundle", authz.LoadOptions{BundleRevision: "release-7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := authz.NewEngine(p, authz.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newLocal(admin.Deps{Engine: e})
+	if code, body := do(t, h, "GET", "/readyz"); code != 200 || !strings.Contains(body, "ready: policy revision "+p.Revision+" (bundle revision release-7)") {
+		t.Errorf("/readyz: %d %q", code, body)
+	}
+	if code, body := do(t, h, "GET", "/v1/policy"); code != 200 || !strings.Contains(body, `"bundle_revision": "release-7"`) {
+		t.Errorf("GET /v1/policy: %d %s", code, body)
+	}
+}

@@ -31,6 +31,9 @@ type Policy struct {
 	Files    []string
 	Loaded   time.Time
 	Tests    TestSummary
+	// BundleRevision is the manifest revision of the bundle the set came
+	// from ("" for files); Revision then ends in "@" and it (LoadOptions).
+	BundleRevision string
 
 	store    storage.Store
 	compiler *ast.Compiler
@@ -85,6 +88,12 @@ type LoadOptions struct {
 	// configuration): a set that defines nothing at one of them is refused,
 	// at start and on every reload. Their queries are compiled at load.
 	Rules []string
+	// BundleRevision is the manifest revision of the OPA bundle the set
+	// came from. It is folded into Policy.Revision as "<digest>@<bundle
+	// revision>", so every place that names the revision (decision lines,
+	// /readyz, the admin API, metrics) names the bundle's too, and it is
+	// kept in Policy.BundleRevision for whoever wants it alone.
+	BundleRevision string
 }
 
 // Smoke is one known request of LoadOptions.Smoke, and what to call it in an
@@ -161,6 +170,9 @@ func LoadPolicy(ctx context.Context, paths []string, opt LoadOptions) (*Policy, 
 		p.Revision = withDigest(p.Revision, digest)
 		p.store = inmem.NewFromObjectWithOpts(withFacts(res.Documents, opt.Facts),
 			inmem.OptReturnASTValuesOnRead(true), inmem.OptRoundTripOnWrite(false))
+	}
+	if opt.BundleRevision != "" {
+		p.Revision, p.BundleRevision = p.Revision+"@"+opt.BundleRevision, opt.BundleRevision
 	}
 	if err := p.compile(ctx, res.Modules, opt.Query); err != nil {
 		return nil, err

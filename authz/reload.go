@@ -30,6 +30,7 @@ type ReloadResult struct {
 type Reloader struct {
 	engine   *Engine
 	paths    []string
+	load     func(context.Context, LoadOptions) (*Policy, error)
 	opt      LoadOptions
 	log      *slog.Logger
 	mu       sync.Mutex // one reload at a time
@@ -53,12 +54,29 @@ func NewReloader(e *Engine, paths []string, opt LoadOptions, log *slog.Logger) *
 	return r
 }
 
+// NewSourceReloader returns a reloader of the engine's policy from load
+// instead of files (a policy bundle's latest download): Reload calls it
+// with opt and applies the same gate and the same swap as for files (the
+// set's tests and known requests are load's to run with opt; a set it
+// refuses keeps the last good one serving). Watch has nothing to watch.
+func NewSourceReloader(e *Engine, load func(context.Context, LoadOptions) (*Policy, error), opt LoadOptions, log *slog.Logger) *Reloader {
+	r := NewReloader(e, nil, opt, log)
+	r.load = load
+	return r
+}
+
 // Reload loads the policy set anew and swaps it in when it is good. An unchanged
 // revision is a successful no-op.
 func (r *Reloader) Reload(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	p, err := LoadPolicy(ctx, r.paths, r.opt)
+	var p *Policy
+	var err error
+	if r.load != nil {
+		p, err = r.load(ctx, r.opt)
+	} else {
+		p, err = LoadPolicy(ctx, r.paths, r.opt)
+	}
 	res := &ReloadResult{At: time.Now()}
 	if err != nil {
 		res.Error, res.Revision = err.Error(), r.engine.Policy().Revision
@@ -96,6 +114,9 @@ func (r *Reloader) Counts() (ok, failed uint64) { return r.ok.Load(), r.fail.Loa
 // that swaps directories does): the parent of each path is watched too, and
 // its events about anything but the policy paths are ignored.
 func (r *Reloader) Watch(ctx context.Context) error {
+	if r.load != nil {
+		return nil // no files: the source reloads when it has something new
+	}
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watching policies: %w", err)

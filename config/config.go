@@ -35,6 +35,9 @@ type Config struct {
 	// Policies are the policy directories or files. Empty (the default): the
 	// shipped policies embedded in the binary.
 	Policies []string `yaml:"policies" writ:"path"`
+	// PolicyBundle takes the policy set from an OPA bundle service instead
+	// (exclusive with Policies; config/bundle.go).
+	PolicyBundle *PolicyBundle `yaml:"policy_bundle"`
 	// DryRun lets every request through and logs what the policy would deny.
 	DryRun bool `yaml:"dry_run"`
 	// DecisionCacheSize bounds the decision cache (default 10000; -1 disables).
@@ -103,8 +106,8 @@ func loopback(addr string) bool {
 }
 
 // EmbeddedPolicies reports whether the shipped policies embedded in the
-// binary are the policy set (no policies: key).
-func (c *Config) EmbeddedPolicies() bool { return len(c.Policies) == 0 }
+// binary are the policy set (neither policies: nor policy_bundle:).
+func (c *Config) EmbeddedPolicies() bool { return len(c.Policies) == 0 && c.PolicyBundle == nil }
 
 // Envoy configures Envoy mode: the ext_authz v3 servers and the ext_proc server
 // that make the sidecar's decisions for an Envoy in front of the agents
@@ -539,6 +542,7 @@ func (c *Config) applyDefaults() {
 	if p.MaxConfigsPerOwner == 0 {
 		p.MaxConfigsPerOwner = 1000
 	}
+	c.PolicyBundle.applyDefaults()
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -712,6 +716,7 @@ func (c *Config) Validate() error {
 	c.Envoy.validate(c, bad)
 	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
+	c.PolicyBundle.validate(c, bad)
 	c.Log.validate(bad)
 	c.TLS.validate(bad)
 	for i, p := range c.Policies {

@@ -100,8 +100,19 @@ func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Valid
 		return v
 	}
 	p, err := loadPolicy(ctx, cfg, opt)
+	if errors.Is(err, errNoPersistedBundle) {
+		// Not wrong: the policy is the service's, and only a serving writ
+		// downloads it.
+		v.warnf("policy_bundle", "%v", err)
+		v.Summary = fmt.Sprintf("%d agent(s), policies: %s (not checked here)", len(cfg.Agents), policySource(cfg))
+		return v
+	}
 	if err != nil {
-		v.errorf(cfg.Line("policies"), "policies", "%v", err)
+		key := "policies"
+		if cfg.PolicyBundle != nil {
+			key = "policy_bundle"
+		}
+		v.errorf(cfg.Line(key), key, "%v", err)
 		return v
 	}
 	v.admission(ctx, p)

@@ -30,6 +30,9 @@ func loadPolicy(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) 
 	if cfg.EmbeddedPolicies() {
 		return authz.LoadPolicyFS(ctx, policies.FS, embeddedName, opt)
 	}
+	if cfg.PolicyBundle != nil {
+		return loadPersistedBundle(ctx, cfg, opt)
+	}
 	p, err := authz.LoadPolicy(ctx, cfg.Policies, opt)
 	if err != nil {
 		return nil, fmt.Errorf("policies %v: %w", cfg.Policies, err)
@@ -37,10 +40,34 @@ func loadPolicy(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) 
 	return p, nil
 }
 
+// errNoPersistedBundle: a command outside a serving writ has no bundle
+// policy to read.
+var errNoPersistedBundle = errors.New("no bundle persisted in persist_dir to check here: the policy comes from the bundle service when writ serves")
+
+// loadPersistedBundle loads the bundle policy_bundle persisted (what a
+// command that runs outside a serving writ can read of a bundle's policy).
+func loadPersistedBundle(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) (*authz.Policy, error) {
+	src, err := newBundleSource(cfg.PolicyBundle, nil)
+	if err != nil {
+		return nil, err
+	}
+	ok, err := src.readPersisted()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, errNoPersistedBundle
+	}
+	return src.load(ctx, opt)
+}
+
 // policySource says where cfg's policies come from, for logs and messages.
 func policySource(cfg *config.Config) string {
 	if cfg.EmbeddedPolicies() {
 		return "the shipped policies embedded in writ"
+	}
+	if cfg.PolicyBundle != nil {
+		return bundleSourceDesc(cfg.PolicyBundle)
 	}
 	return strings.Join(cfg.Policies, ", ")
 }
@@ -186,6 +213,8 @@ func TestPolicySet(ctx context.Context, cfg *config.Config, paths []string) (*Po
 	out := &PolicyTests{}
 	if len(paths) == 0 {
 		switch st, err := os.Stat("policies"); {
+		case cfg != nil && cfg.PolicyBundle != nil:
+			return nil, errors.New("the policy comes from policy_bundle: name the bundle's files to test (writ policy test <dir>), or run opa test on them")
 		case cfg != nil && !cfg.EmbeddedPolicies():
 			paths = cfg.Policies
 		case cfg == nil && err == nil && st.IsDir():

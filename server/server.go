@@ -31,8 +31,10 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/download"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -55,15 +57,22 @@ type Server struct {
 	policy   *authz.Policy // the policy loaded at start
 	engine   *authz.Engine
 	reloader *authz.Reloader // nil with the policies embedded in writ
-	bus      *events.Bus
-	store    *lifecycleStore
-	holder   string
-	dlog     *decisionlog.Log
-	push     *push.Deliverer // nil when push is left to the agents or Options gave a notifier
-	core     *proxy.Core
-	metrics  *metrics.Metrics
-	admin    *httpListener
-	doors    []Door // in opening order
+	// bundle and downloader are policy_bundle's source and OPA's
+	// downloader of it (nil without policy_bundle:).
+	bundle     *bundleSource
+	downloader *download.Downloader
+	// bundleLive is set once the reloader exists and the downloader polls:
+	// before, an update (the start's one download) is only offered.
+	bundleLive atomic.Bool
+	bus        *events.Bus
+	store      *lifecycleStore
+	holder     string
+	dlog       *decisionlog.Log
+	push       *push.Deliverer // nil when push is left to the agents or Options gave a notifier
+	core       *proxy.Core
+	metrics    *metrics.Metrics
+	admin      *httpListener
+	doors      []Door // in opening order
 	// listener is WithListener's, until the sidecar takes it.
 	listener net.Listener
 
@@ -211,7 +220,11 @@ func (s *Server) startPolicy(ctx context.Context) error {
 		return err
 	}
 	opt.SkipTests = s.opts.skipPolicyTests
-	if s.policy, err = loadPolicy(ctx, s.cfg, opt); err != nil {
+	if s.cfg.PolicyBundle != nil {
+		if s.policy, err = s.firstBundle(ctx, opt); err != nil {
+			return err
+		}
+	} else if s.policy, err = loadPolicy(ctx, s.cfg, opt); err != nil {
 		return err
 	}
 	if s.engine, err = authz.NewEngine(s.policy, authz.Options{CacheSize: s.cfg.DecisionCacheSize, DryRun: s.cfg.DryRun, Logger: s.log}); err != nil {
@@ -219,7 +232,12 @@ func (s *Server) startPolicy(ctx context.Context) error {
 	}
 	// The embedded policies cannot change while writ runs: no reloader
 	// (the admin API answers a reload request 503, and Reload says why).
-	if !s.cfg.EmbeddedPolicies() {
+	switch {
+	case s.bundle != nil:
+		s.reloader = authz.NewSourceReloader(s.engine, s.bundle.load, opt, s.log)
+		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
+		s.errs.add(componentPolicyBundle)
+	case !s.cfg.EmbeddedPolicies():
 		s.reloader = authz.NewReloader(s.engine, s.cfg.Policies, opt, s.log)
 		// Every reload is a moment an operator reads the log: say it again.
 		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
@@ -358,6 +376,12 @@ func (s *Server) startMetrics(context.Context) error {
 // startWatch reloads the policy whenever one of its files changes, until
 // Shutdown.
 func (s *Server) startWatch() {
+	if s.downloader != nil {
+		// OPA's downloader polls (or long-polls) until Shutdown stops it.
+		s.bundleLive.Store(true)
+		s.downloader.Start(context.Background())
+		return
+	}
 	if s.reloader == nil {
 		return
 	}
@@ -476,6 +500,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.stopWatch()
 			<-s.watched
 		}
+		if s.downloader != nil {
+			s.downloader.Stop(ctx)
+		}
 		err := s.stopAll(ctx)
 		s.servedMu.Lock()
 		s.shutdownErr = errors.Join(append(s.served, err)...)
@@ -536,10 +563,13 @@ func (s *Server) stopFailed(component string, err error) error {
 const (
 	componentIdentity    = "identity"
 	componentPolicyWatch = "policy_watch"
-	componentStore       = "store"
-	componentDecisionLog = "decision_log"
-	componentPush        = "push"
-	componentAdmin       = "admin"
+	// componentPolicyBundle counts a bundle that passed but could not be
+	// persisted in policy_bundle.persist_dir.
+	componentPolicyBundle = "policy_bundle"
+	componentStore        = "store"
+	componentDecisionLog  = "decision_log"
+	componentPush         = "push"
+	componentAdmin        = "admin"
 )
 
 // componentErrors counts the errors of each component writ runs; it is the

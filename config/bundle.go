@@ -1,0 +1,131 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Defaults of policy_bundle: (OPA's bundle plugin's polling defaults).
+const (
+	DefaultBundlePollMin  = 60 * time.Second
+	DefaultBundlePollMax  = 120 * time.Second
+	DefaultBundleMaxBytes = 32 << 20
+	// DefaultBundleStartWait bounds the first download at start.
+	DefaultBundleStartWait = 10 * time.Second
+	// DefaultBundleAlgorithm is the signing algorithm `opa build
+	// --signing-key` uses unless told otherwise.
+	DefaultBundleAlgorithm = "RS256"
+)
+
+// PolicyBundle takes the policy set from an OPA bundle service instead of
+// policies: (docs/fleet.md#policy-from-bundles).
+type PolicyBundle struct {
+	// URL is the bundle's http(s) URL on the bundle service.
+	URL string `yaml:"url"`
+	// PollMin and PollMax bound the jittered wait between two polls
+	// (defaults 60s and 120s; whole seconds, as OPA's downloader counts).
+	PollMin time.Duration `yaml:"poll_min"`
+	PollMax time.Duration `yaml:"poll_max"`
+	// LongPoll, when set, asks the service to hold a poll until the bundle
+	// changes or this long has passed (OPA's long-polling; whole seconds).
+	LongPoll time.Duration `yaml:"long_poll"`
+	// MaxBytes refuses a bundle whose download, or any file of which, is
+	// larger (default 32 MiB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// StartWait bounds the first download at start (default 10s); after it
+	// the bundle persisted in persist_dir serves.
+	StartWait time.Duration `yaml:"start_wait"`
+	// Signing, when set, requires every bundle to be signed by its key.
+	Signing *BundleSigning `yaml:"signing"`
+	// PersistDir keeps the last good bundle, served at start when the
+	// service cannot give one.
+	PersistDir string `yaml:"persist_dir" writ:"path"`
+}
+
+// BundleSigning is the key a bundle's .signatures.json must verify with.
+type BundleSigning struct {
+	// KeyID is the key's id: the signature's kid must name it (unless the
+	// signature names none).
+	KeyID string `yaml:"key_id"`
+	// PublicKeyFile holds the PEM public key (or, for HS256, the secret).
+	PublicKeyFile string `yaml:"public_key_file" writ:"path"`
+	// Algorithm is the signature's algorithm (default RS256).
+	Algorithm string `yaml:"algorithm"`
+	// Scope, when set, must equal the signature's scope claim.
+	Scope string `yaml:"scope"`
+}
+
+func (b *PolicyBundle) applyDefaults() {
+	if b == nil {
+		return
+	}
+	if b.PollMin == 0 {
+		b.PollMin = DefaultBundlePollMin
+	}
+	if b.PollMax == 0 {
+		b.PollMax = max(DefaultBundlePollMax, b.PollMin)
+	}
+	if b.MaxBytes == 0 {
+		b.MaxBytes = DefaultBundleMaxBytes
+	}
+	if b.StartWait == 0 {
+		b.StartWait = DefaultBundleStartWait
+	}
+	if b.Signing != nil && b.Signing.Algorithm == "" {
+		b.Signing.Algorithm = DefaultBundleAlgorithm
+	}
+}
+
+// bundleAlgorithms are the algorithms OPA verifies bundle signatures with.
+var bundleAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
+	"ES256", "ES384", "ES512", "HS256", "HS384", "HS512"}
+
+func (b *PolicyBundle) validate(c *Config, bad func(key, format string, args ...any)) {
+	if b == nil {
+		return
+	}
+	if len(c.Policies) > 0 {
+		bad("policy_bundle", "policies: and policy_bundle: are exclusive: the policy comes from local files or from a bundle service, not both")
+	}
+	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("policy_bundle.url", "must be an http(s) URL of a bundle, not %q", b.URL)
+	} else if u.Path == "" || u.Path == "/" {
+		bad("policy_bundle.url", "must name the bundle's path on the service (http://host/bundles/writ.tar.gz), not %q", b.URL)
+	}
+	for key, d := range map[string]time.Duration{"policy_bundle.poll_min": b.PollMin, "policy_bundle.poll_max": b.PollMax} {
+		if d < time.Second || d%time.Second != 0 {
+			bad(key, "must be a whole number of seconds, at least 1s, not %s", d)
+		}
+	}
+	if b.PollMax < b.PollMin {
+		bad("policy_bundle.poll_max", "must be at least poll_min (%s), not %s", b.PollMin, b.PollMax)
+	}
+	if b.LongPoll < 0 || b.LongPoll%time.Second != 0 {
+		bad("policy_bundle.long_poll", "must be a whole number of seconds (0: off), not %s", b.LongPoll)
+	}
+	if b.MaxBytes < 1 {
+		bad("policy_bundle.max_bytes", "must be positive, not %d", b.MaxBytes)
+	}
+	if b.StartWait < 0 {
+		bad("policy_bundle.start_wait", "must be positive")
+	}
+	if s := b.Signing; s != nil {
+		if strings.TrimSpace(s.PublicKeyFile) == "" {
+			bad("policy_bundle.signing.public_key_file", "required: the key signed bundles verify with")
+		}
+		if strings.TrimSpace(s.KeyID) == "" {
+			bad("policy_bundle.signing.key_id", "required: the id of the key (the signature's kid)")
+		}
+		ok := false
+		for _, a := range bundleAlgorithms {
+			ok = ok || a == s.Algorithm
+		}
+		if !ok {
+			bad("policy_bundle.signing.algorithm", "must be one of %s, not %q", strings.Join(bundleAlgorithms, ", "), s.Algorithm)
+		}
+	}
+	if strings.TrimSpace(b.PersistDir) != b.PersistDir {
+		bad("policy_bundle.persist_dir", "%q: must name a directory, without surrounding spaces", b.PersistDir)
+	}
+}

@@ -1,0 +1,51 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// bundleDoc is good with policies: replaced by a policy_bundle: section.
+func bundleDoc(section string) string {
+	return strings.Replace(good, "policies: [../policies]\n", section, 1)
+}
+
+// TestPolicyBundleDefaults: policy_bundle: with its url alone takes OPA's
+// polling defaults, the size bound and RS256 for a signing key.
+func TestPolicyBundleDefaults(t *testing.T) {
+	c, err := Parse([]byte(bundleDoc("policy_bundle:\n  url: http://bundles.bank.ae/writ/bundle.tar.gz\n  signing: {key_id: writ, public_key_file: k.pem}\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.PolicyBundle
+	if b.PollMin != 60*time.Second || b.PollMax != 120*time.Second || b.MaxBytes != DefaultBundleMaxBytes ||
+		b.StartWait != DefaultBundleStartWait || b.LongPoll != 0 || b.Signing.Algorithm != "RS256" {
+		t.Errorf("defaults: %+v %+v", b, b.Signing)
+	}
+	if c.EmbeddedPolicies() {
+		t.Error("a bundle's policy counted as the embedded one")
+	}
+}
+
+// TestPolicyBundleValidation: each wrong policy_bundle: value is refused
+// with its key and why.
+func TestPolicyBundleValidation(t *testing.T) {
+	for doc, want := range map[string]string{
+		"policies: [../policies]\npolicy_bundle: {url: 'http://b/x.tar.gz'}\n":                                 "policy_bundle: policies: and policy_bundle: are exclusive",
+		"policy_bundle: {url: ftp://b/x.tar.gz}\n":                                                             "policy_bundle.url: must be an http(s) URL",
+		"policy_bundle: {url: http://b}\n":                                                                     "policy_bundle.url: must name the bundle's path",
+		"policy_bundle: {url: http://b/x.tar.gz, poll_min: 1500ms, poll_max: 2s}\n":                            "policy_bundle.poll_min: must be a whole number of seconds",
+		"policy_bundle: {url: http://b/x.tar.gz, poll_min: 30s, poll_max: 10s}\n":                              "policy_bundle.poll_max: must be at least poll_min",
+		"policy_bundle: {url: http://b/x.tar.gz, long_poll: 500ms}\n":                                          "policy_bundle.long_poll: must be a whole number of seconds",
+		"policy_bundle: {url: http://b/x.tar.gz, max_bytes: -1}\n":                                             "policy_bundle.max_bytes: must be positive",
+		"policy_bundle: {url: http://b/x.tar.gz, signing: {key_id: writ}}\n":                                   "policy_bundle.signing.public_key_file: required",
+		"policy_bundle: {url: http://b/x.tar.gz, signing: {public_key_file: k.pem}}\n":                         "policy_bundle.signing.key_id: required",
+		"policy_bundle: {url: http://b/x.tar.gz, signing: {key_id: w, public_key_file: k, algorithm: none}}\n": "policy_bundle.signing.algorithm: must be one of",
+	} {
+		_, err := Parse([]byte(bundleDoc(doc)))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+		}
+	}
+}

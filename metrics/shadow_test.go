@@ -12,7 +12,9 @@ import (
 // shadowTally is a shadow's evaluation counts (authz.Shadow's Tally).
 type shadowTally [4]uint64
 
-func (s shadowTally) Tally() (agree, disagree, errored, dropped uint64) { return s[0], s[1], s[2], s[3] }
+func (s shadowTally) Tally() (agree, disagree, errored, dropped uint64) {
+	return s[0], s[1], s[2], s[3]
+}
 
 // TestShadowLabelsBounded: the code label of writ_shadow_disagreements_total
 // takes the first 64 codes a shadow names and "other" after; a direction

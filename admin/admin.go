@@ -8,7 +8,7 @@
 //	GET  /healthz            200 "ok" while the process lives
 //	GET  /readyz             200 when a policy is loaded, the lifecycle store answers (Deps.StoreReady) and Deps.Ready passes, else 503 with the reason
 //	GET  /metrics            Deps.Metrics, when set
-//	GET  /v1/policy          operator: the live policy: revision, files, load time, test counts, last reload
+//	GET  /v1/policy          operator: the live policy: revision, files, load time, test counts, last reload; the shadow set's, with its disagreement rate
 //	POST /v1/policy/reload   operator: reload now: 200 with the new revision, or 422 while the old one keeps serving
 //	GET  /v1/agents/{agent}/tasks/{id}  operator: the task's lifecycle record (never message content, push tokens or credentials)
 //	     /debug/pprof/...    operator: net/http/pprof, only when Deps.Pprof
@@ -49,6 +49,11 @@ type Deps struct {
 	// Reloader reloads the policy (POST /v1/policy/reload) and remembers the
 	// last attempt (GET /v1/policy) (authz.Reloader).
 	Reloader Reloader
+	// Shadow is the shadow policy set beside the live one (authz.Shadow;
+	// policies_shadow:), ShadowReloader its reloader: GET /v1/policy shows
+	// its revision, its evaluations and its disagreement rate.
+	Shadow         ShadowSource
+	ShadowReloader Reloader
 	// Store holds the task lifecycle records (GET /v1/agents/{agent}/tasks/{id}).
 	Store interface {
 		Get(ctx context.Context, ref task.Ref) (task.Record, bool, error)
@@ -89,6 +94,13 @@ type PolicySource interface {
 	Policy() *authz.Policy
 }
 
+// ShadowSource is what the admin API reads of the shadow policy set: the
+// set serving now and its evaluations by result. Safe for concurrent use.
+type ShadowSource interface {
+	Policy() *authz.Policy
+	Counts() authz.ShadowCounts
+}
+
 // Reloader is what the admin API drives of the policy's reloading. Reload
 // loads the policy files anew, swaps them in when they are good and returns
 // why not otherwise (the old policy keeps serving); it may take seconds (the
@@ -102,6 +114,7 @@ type Reloader interface {
 var (
 	_ PolicySource = (*authz.Engine)(nil)
 	_ Reloader     = (*authz.Reloader)(nil)
+	_ ShadowSource = (*authz.Shadow)(nil)
 )
 
 // ReadyTimeout bounds one Deps.Ready call; a slower check answers 503. Set
@@ -207,6 +220,34 @@ type PolicyStatus struct {
 	LastReload *authz.ReloadResult `json:"last_reload,omitempty"`
 	// Reloads counts reload attempts since the start; absent without a reloader.
 	Reloads *ReloadCounts `json:"reloads,omitempty"`
+	// Shadow is the shadow policy set (policies_shadow:); absent without one.
+	Shadow *ShadowStatus `json:"shadow,omitempty"`
+}
+
+// ShadowStatus is the shadow policy set in GET /v1/policy: what it is and
+// how often it disagrees with the live set.
+type ShadowStatus struct {
+	Revision string      `json:"revision"`
+	Files    []string    `json:"files"`
+	Loaded   time.Time   `json:"loaded"`
+	Tests    PolicyTests `json:"tests"`
+	// Evaluations counts the shadow's evaluations since the start by result.
+	Evaluations ShadowEvaluations `json:"evaluations"`
+	// DisagreementRate is disagree / (agree + disagree): the share of the
+	// decisions it evaluated that it would have made otherwise (0 before
+	// any).
+	DisagreementRate float64 `json:"disagreement_rate"`
+	// LastReload and Reloads are the shadow reloader's.
+	LastReload *authz.ReloadResult `json:"last_reload,omitempty"`
+	Reloads    *ReloadCounts       `json:"reloads,omitempty"`
+}
+
+// ShadowEvaluations counts shadow evaluations by result.
+type ShadowEvaluations struct {
+	Agree    uint64 `json:"agree"`
+	Disagree uint64 `json:"disagree"`
+	Error    uint64 `json:"error"`
+	Dropped  uint64 `json:"dropped"`
 }
 
 // PolicyTests counts a policy set's own Rego tests.
@@ -242,7 +283,33 @@ func (a *api) policy(w http.ResponseWriter, _ *http.Request) {
 		ok, failed := rl.Counts()
 		st.LastReload, st.Reloads = &last, &ReloadCounts{OK: ok, Failed: failed}
 	}
+	if sh := a.d.Shadow; sh != nil {
+		st.Shadow = a.shadowStatus(sh)
+	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// shadowStatus is the shadow set's part of GET /v1/policy.
+func (a *api) shadowStatus(sh ShadowSource) *ShadowStatus {
+	st := &ShadowStatus{Files: []string{}}
+	if p := sh.Policy(); p != nil {
+		st.Revision, st.Loaded = p.Revision, p.Loaded
+		st.Tests = PolicyTests{Passed: p.Tests.Passed, Failed: p.Tests.Failed, Errored: p.Tests.Errored}
+		if p.Files != nil {
+			st.Files = p.Files
+		}
+	}
+	c := sh.Counts()
+	st.Evaluations = ShadowEvaluations{Agree: c.Agree, Disagree: c.Disagree, Error: c.Error, Dropped: c.Dropped}
+	if n := c.Agree + c.Disagree; n > 0 {
+		st.DisagreementRate = float64(c.Disagree) / float64(n)
+	}
+	if rl := a.d.ShadowReloader; rl != nil {
+		last := rl.Last()
+		ok, failed := rl.Counts()
+		st.LastReload, st.Reloads = &last, &ReloadCounts{OK: ok, Failed: failed}
+	}
+	return st
 }
 
 // ReloadAnswer is the answer of POST /v1/policy/reload.

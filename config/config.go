@@ -38,6 +38,16 @@ type Config struct {
 	// PolicyBundle takes the policy set from an OPA bundle service instead
 	// (exclusive with Policies; config/bundle.go).
 	PolicyBundle *PolicyBundle `yaml:"policy_bundle"`
+	// PoliciesShadow are the directories or files of a shadow policy set:
+	// loaded through the same gate as policies: (its own Rego tests, the
+	// known requests), decided beside the live set after every decision,
+	// off the request's path, and never part of the answer; where the two
+	// disagree is logged and counted. Empty (the default): no shadow.
+	PoliciesShadow []string `yaml:"policies_shadow" writ:"path"`
+	// ShadowQueue bounds the shadow evaluations waiting for the shadow's
+	// worker (default DefaultShadowQueue, at most MaxShadowQueue): when it
+	// is full an evaluation is dropped and counted, never waited for.
+	ShadowQueue int `yaml:"shadow_queue"`
 	// DryRun lets every request through and logs what the policy would deny.
 	DryRun bool `yaml:"dry_run"`
 	// DecisionCacheSize bounds the decision cache (default 10000; -1 disables).
@@ -108,6 +118,22 @@ func loopback(addr string) bool {
 // EmbeddedPolicies reports whether the shipped policies embedded in the
 // binary are the policy set (neither policies: nor policy_bundle:).
 func (c *Config) EmbeddedPolicies() bool { return len(c.Policies) == 0 && c.PolicyBundle == nil }
+
+// DefaultShadowQueue is shadow_queue's default: room for a burst of a
+// thousand decisions while the shadow's worker catches up.
+const DefaultShadowQueue = 1024
+
+// MaxShadowQueue bounds shadow_queue: every queued evaluation holds a
+// policy input.
+const MaxShadowQueue = 1 << 16
+
+// ShadowQueueSize is shadow_queue with its default applied.
+func (c *Config) ShadowQueueSize() int {
+	if c.ShadowQueue == 0 {
+		return DefaultShadowQueue
+	}
+	return c.ShadowQueue
+}
 
 // Envoy configures Envoy mode: the ext_authz v3 servers and the ext_proc server
 // that make the sidecar's decisions for an Envoy in front of the agents
@@ -723,6 +749,14 @@ func (c *Config) Validate() error {
 		if strings.TrimSpace(p) == "" {
 			bad(fmt.Sprintf("policies[%d]", i), "must name a directory or file")
 		}
+	}
+	for i, p := range c.PoliciesShadow {
+		if strings.TrimSpace(p) == "" {
+			bad(fmt.Sprintf("policies_shadow[%d]", i), "must name a directory or file")
+		}
+	}
+	if c.ShadowQueue < 0 || c.ShadowQueue > MaxShadowQueue {
+		bad("shadow_queue", "must be 0 (the default, %d) or between 1 and %d, not %d", DefaultShadowQueue, MaxShadowQueue, c.ShadowQueue)
 	}
 	if len(c.Agents) == 0 {
 		bad("agents", "at least one agent is required")

@@ -22,6 +22,9 @@ const (
 	TypePushAttempt           = "push_attempt"
 	TypePushDelivered         = "push_delivered"
 	TypePushFailed            = "push_failed"
+	// TypeShadowDisagreement is a decision the shadow policy set would have
+	// made otherwise (policies_shadow:); the live decision stood.
+	TypeShadowDisagreement = "shadow_disagreement"
 	// The custody lines: writ's own account of the log itself (custody.go).
 	TypeLogStarted   = "log_started"
 	TypeLogContinued = "log_continued"
@@ -74,6 +77,12 @@ type Line struct {
 	Artifact      string             `json:"artifact,omitempty"`
 	Reason        string             `json:"reason,omitempty"`
 	Push          *LinePush          `json:"push,omitempty"`
+	// Live and Shadow are the two verdicts of a shadow_disagreement line,
+	// Direction ("allow_to_deny", "deny_to_allow", "codes") and Code (the
+	// first code that differs) how they differ.
+	Live   *LineVerdict `json:"live,omitempty"`
+	Shadow *LineVerdict `json:"shadow,omitempty"`
+	Code   string       `json:"code,omitempty"`
 	// UpstreamError is the agent's protocol error (an upstream_error line).
 	UpstreamError *LineUpstreamError `json:"upstream_error,omitempty"`
 	// InputVersion, InputMasked and Input are the policy input the decision
@@ -96,6 +105,13 @@ type Line struct {
 	// the hex SHA-256 of the line before it, newline included.
 	Seq  uint64 `json:"seq"`
 	Prev string `json:"prev"`
+}
+
+// LineVerdict is one policy set's verdict on a shadow_disagreement line.
+type LineVerdict struct {
+	Allow    bool     `json:"allow"`
+	Codes    []string `json:"codes,omitempty"`
+	Revision string   `json:"revision"`
 }
 
 // LineCaller is the caller of a decision line: who, never their credentials or
@@ -513,6 +529,37 @@ func appendPush(b []byte, typ string, p *events.Push, s *seal) []byte {
 	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
+}
+
+// appendShadow writes a shadow_disagreement line: the live decision's id,
+// route and operation, and both verdicts (codes and revisions, never the
+// input or a reason's text).
+func appendShadow(b []byte, d *events.ShadowDisagreement, s *seal) []byte {
+	e := enc{b: b}
+	e.begin()
+	e.time("time", d.Time)
+	e.str("type", TypeShadowDisagreement)
+	e.str("decision_id", d.DecisionID)
+	e.str("route", d.Route)
+	e.str("operation", d.Operation)
+	e.str("direction", d.Direction)
+	e.str("code", d.Code)
+	e.verdict("live", &d.Live)
+	e.verdict("shadow", &d.Shadow)
+	e.seal(s)
+	e.end()
+	return append(e.b, '\n')
+}
+
+// verdict writes one side of a shadow comparison.
+func (e *enc) verdict(k string, v *events.ShadowVerdict) {
+	e.key(k)
+	e.begin()
+	e.boolean("allow", v.Allow)
+	e.strings("codes", v.Codes)
+	e.key("revision") // always present, even empty
+	e.b = jsonstr.Append(e.b, v.Revision)
+	e.end()
 }
 
 const hex = "0123456789abcdef"

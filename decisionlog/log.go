@@ -98,6 +98,7 @@ const (
 	kindTask
 	kindPushAttempt
 	kindPushResult
+	kindShadow
 )
 
 // entry is one queued event; entries are pooled so that queueing allocates
@@ -107,6 +108,7 @@ type entry struct {
 	d    events.Decision
 	t    events.Task
 	p    events.Push
+	sh   events.ShadowDisagreement
 }
 
 var entries = sync.Pool{New: func() any { return new(entry) }}
@@ -314,6 +316,22 @@ func (l *Log) Pushed(ev events.Push) {
 	}
 	if e.p.Time.IsZero() {
 		e.p.Time = l.now()
+	}
+	l.enqueue(e)
+}
+
+var _ events.ShadowSink = (*Log)(nil)
+
+// ShadowDisagreed implements events.ShadowSink: a shadow_disagreement line
+// (in both formats: it is no decision of OPA's).
+func (l *Log) ShadowDisagreed(ev events.ShadowDisagreement) {
+	if l.off {
+		return
+	}
+	e := entries.Get().(*entry)
+	e.kind, e.sh = kindShadow, ev
+	if e.sh.Time.IsZero() {
+		e.sh.Time = l.now()
 	}
 	l.enqueue(e)
 }
@@ -570,6 +588,8 @@ func (l *Log) encode(b []byte, e *entry) []byte {
 			typ = TypePushDelivered
 		}
 		return appendPush(b, typ, &e.p, &s)
+	case kindShadow:
+		return appendShadow(b, &e.sh, &s)
 	}
 	return b
 }

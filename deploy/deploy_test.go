@@ -75,18 +75,22 @@ var familyLabels = map[string][]string{
 	"writ_component_errors_total":           {"component"},
 	"writ_token_exchanges_total":            {"outcome", "error"},
 	"writ_token_exchange_duration_seconds":  {"outcome"},
+	"writ_shadow_disagreements_total":       {"code", "direction"},
+	"writ_shadow_evaluations_total":         {"result"},
 }
 
 // labelValues are the values a bounded label takes, per family.
 var labelValues = map[string]map[string][]string{
-	"writ_decisions_total":           {"result": {"allow", "deny", "dry_run", "error"}, "mode": {"sidecar", "ext_authz", "ext_proc"}},
-	"writ_decision_duration_seconds": {"cache": {"hit", "miss"}, "mode": {"sidecar", "ext_authz", "ext_proc"}},
-	"writ_task_evictions_total":      {"reason": {"store_full", "owner_full"}},
-	"writ_push_deliveries_total":     {"result": {"delivered", "failed"}},
-	"writ_push_attempts_total":       {"result": {"delivered", "retry", "failed"}},
-	"writ_policy_reloads_total":      {"result": {"ok", "failed"}},
-	"writ_extauthz_checks_total":     {"result": {"allow", "deny"}},
-	"writ_token_exchanges_total":     {"outcome": {"issued", "cache_hit", "failed"}},
+	"writ_decisions_total":            {"result": {"allow", "deny", "dry_run", "error"}, "mode": {"sidecar", "ext_authz", "ext_proc"}},
+	"writ_decision_duration_seconds":  {"cache": {"hit", "miss"}, "mode": {"sidecar", "ext_authz", "ext_proc"}},
+	"writ_task_evictions_total":       {"reason": {"store_full", "owner_full"}},
+	"writ_push_deliveries_total":      {"result": {"delivered", "failed"}},
+	"writ_push_attempts_total":        {"result": {"delivered", "retry", "failed"}},
+	"writ_policy_reloads_total":       {"result": {"ok", "failed"}},
+	"writ_extauthz_checks_total":      {"result": {"allow", "deny"}},
+	"writ_token_exchanges_total":      {"outcome": {"issued", "cache_hit", "failed"}},
+	"writ_shadow_evaluations_total":   {"result": {"agree", "disagree", "error", "dropped"}},
+	"writ_shadow_disagreements_total": {"direction": {"allow_to_deny", "deny_to_allow", "codes", "other"}},
 }
 
 // targetLabels are added by Prometheus to every series it scrapes.

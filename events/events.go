@@ -274,6 +274,34 @@ type ExchangeSink interface {
 	Exchanged(Exchange)
 }
 
+// ShadowVerdict is one policy set's side of a shadow comparison.
+type ShadowVerdict struct {
+	Allow bool
+	// Codes are the denial codes, sorted, each once (none when Allow).
+	Codes    []string
+	Revision string
+}
+
+// ShadowDisagreement is a decision the shadow policy set (policies_shadow:)
+// would have made otherwise than the live set. The live decision stood.
+type ShadowDisagreement struct {
+	Time time.Time
+	// DecisionID is the live decision's id (its decision line's).
+	DecisionID string
+	// Route and Operation are the decision's target agent and operation.
+	Route, Operation string
+	Live, Shadow     ShadowVerdict
+	// Direction is "allow_to_deny", "deny_to_allow" or "codes" (both deny,
+	// for different codes); Code is the first code that differs.
+	Direction, Code string
+}
+
+// ShadowSink receives shadow disagreements; like ExchangeSink it is apart
+// from Sink, and the Bus passes the events to the sinks that implement it.
+type ShadowSink interface {
+	ShadowDisagreed(ShadowDisagreement)
+}
+
 // Sink receives events. Implementations must be safe for concurrent use, fast,
 // and must not block: they are called on the request path (queue anything slow).
 type Sink interface {
@@ -354,6 +382,17 @@ func (b *Bus) Exchanged(e Exchange) {
 	}
 }
 
+var _ ShadowSink = (*Bus)(nil)
+
+// ShadowDisagreed implements ShadowSink: the sinks that implement it get e.
+func (b *Bus) ShadowDisagreed(e ShadowDisagreement) {
+	for _, s := range b.list() {
+		if x, ok := s.(ShadowSink); ok {
+			x.ShadowDisagreed(e)
+		}
+	}
+}
+
 // Nop is a Sink that ignores every event; embed it to implement part of Sink.
 type Nop struct{}
 
@@ -371,3 +410,6 @@ func (Nop) Pushed(Push) {}
 
 // Exchanged implements ExchangeSink.
 func (Nop) Exchanged(Exchange) {}
+
+// ShadowDisagreed implements ShadowSink.
+func (Nop) ShadowDisagreed(ShadowDisagreement) {}

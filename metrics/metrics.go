@@ -40,6 +40,11 @@ type Sources struct {
 	Push interface {
 		QueueStats() (queued int, dropped uint64)
 	}
+	// Shadow gives the shadow policy set's evaluations by result
+	// (authz.Shadow; only when policies_shadow: is set).
+	Shadow interface {
+		Tally() (agree, disagree, errored, dropped uint64)
+	}
 	// Lifecycle gives the lifecycle store errors the core met, and the store
 	// operations its callers' cancellations cut short (proxy.Core).
 	Lifecycle interface {
@@ -83,6 +88,9 @@ type Metrics struct {
 	upstreamInvalid  prometheus.Counter
 	evictions        *prometheus.CounterVec
 	exchanges        *prometheus.CounterVec
+	shadowDisagree   *prometheus.CounterVec // code, direction
+	shadowCodesMu    sync.Mutex
+	shadowCodes      map[string]bool // the code labels seen, at most maxShadowCodes
 	exchangeDuration *prometheus.HistogramVec
 
 	// The request path's children, cached by their label values: a lock-free
@@ -194,6 +202,8 @@ const (
 	nameComponentErrors    = "writ_component_errors_total"
 	nameExchanges          = "writ_token_exchanges_total"
 	nameExchangeDuration   = "writ_token_exchange_duration_seconds"
+	nameShadowDisagree     = "writ_shadow_disagreements_total"
+	nameShadowEvaluations  = "writ_shadow_evaluations_total"
 	labelTenant            = "tenant"
 	resultAllow            = "allow"
 	resultDeny             = "deny"
@@ -213,7 +223,7 @@ var names = []string{
 	nameTasks, nameTransitions, nameTasksCreated, nameViolations,
 	namePushDeliveries, namePushAttempts, namePushDuration, namePushQueueDepth, namePushDropped, namePushGuardRefusals,
 	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameStoreCancellations, nameEvictions, nameComponentErrors,
-	nameExchanges, nameExchangeDuration,
+	nameExchanges, nameExchangeDuration, nameShadowDisagree, nameShadowEvaluations,
 }
 
 // Names lists every writ_ metric family a Metrics can export, sorted. A family
@@ -293,6 +303,10 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 		exchangeDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: nameExchangeDuration,
 			Help: "Time a token exchange at the STS took (cache hits not included), by outcome (issued or failed).", Buckets: requestBuckets},
 			[]string{"outcome"}),
+		shadowDisagree: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameShadowDisagree,
+			Help: "Decisions the shadow policy set (policies_shadow) would have made otherwise, by the first code that differs and direction (allow_to_deny, deny_to_allow, codes)."},
+			[]string{"code", "direction"}),
+		shadowCodes: map[string]bool{},
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: nameEvictions,
 			Help: "Live tasks and contexts the lifecycle store dropped to honour its bounds, by reason."}, []string{"reason"}),
 	}
@@ -302,7 +316,7 @@ func New(cfg config.Metrics, src Sources) *Metrics {
 		m.decisions, m.denials, m.decisionDuration, m.requestDuration, m.requests, m.upstreamDuration,
 		m.transitions, m.tasksCreated, m.violations,
 		m.pushDeliveries, m.pushAttempts, m.pushDuration, m.guardRefusals, m.extAuthz,
-		m.upstreamErrors, m.upstreamInvalid, m.evictions, m.exchanges, m.exchangeDuration,
+		m.upstreamErrors, m.upstreamInvalid, m.evictions, m.exchanges, m.exchangeDuration, m.shadowDisagree,
 	)
 	// These exist from the start, so rates and alerts see zeros.
 	m.upstreamErrors.WithLabelValues()
@@ -346,6 +360,19 @@ func (m *Metrics) registerSources(src Sources) {
 				func() uint64 { ok, _ := r.Counts(); return ok }),
 			counter(namePolicyReloads, help, prometheus.Labels{"result": reloadFailed},
 				func() uint64 { _, failed := r.Counts(); return failed }),
+		)
+	}
+	if sh := src.Shadow; sh != nil {
+		const help = "Shadow policy evaluations by result: agree, disagree, error (the shadow failed; the live decision stood) or dropped (its queue was full)."
+		reg.MustRegister(
+			counter(nameShadowEvaluations, help, prometheus.Labels{"result": "agree"},
+				func() uint64 { a, _, _, _ := sh.Tally(); return a }),
+			counter(nameShadowEvaluations, help, prometheus.Labels{"result": "disagree"},
+				func() uint64 { _, d, _, _ := sh.Tally(); return d }),
+			counter(nameShadowEvaluations, help, prometheus.Labels{"result": "error"},
+				func() uint64 { _, _, e, _ := sh.Tally(); return e }),
+			counter(nameShadowEvaluations, help, prometheus.Labels{"result": "dropped"},
+				func() uint64 { _, _, _, x := sh.Tally(); return x }),
 		)
 	}
 	if id := src.TokenCache; id != nil {
@@ -574,6 +601,42 @@ func (m *Metrics) Exchanged(e events.Exchange) {
 			o.Observe(e.Latency.Seconds())
 		}
 	}
+}
+
+var _ events.ShadowSink = (*Metrics)(nil)
+
+// maxShadowCodes bounds the code label of writ_shadow_disagreements_total:
+// the codes are the policies' own, and a shadow set is a draft.
+const maxShadowCodes = 64
+
+// ShadowDisagreed implements events.ShadowSink: one disagreement, by its
+// first differing code (the first maxShadowCodes codes seen; "other"
+// after) and direction.
+func (m *Metrics) ShadowDisagreed(e events.ShadowDisagreement) {
+	dir := e.Direction
+	switch dir {
+	case "allow_to_deny", "deny_to_allow", "codes":
+	default:
+		dir = labelUnknown
+	}
+	code := m.shadowCode(e.Code)
+	if c, err := m.shadowDisagree.GetMetricWithLabelValues(code, dir); err == nil {
+		c.Inc()
+	}
+}
+
+// shadowCode bounds a disagreement's code label.
+func (m *Metrics) shadowCode(code string) string {
+	m.shadowCodesMu.Lock()
+	defer m.shadowCodesMu.Unlock()
+	if m.shadowCodes[code] {
+		return code
+	}
+	if len(m.shadowCodes) >= maxShadowCodes {
+		return labelUnknown
+	}
+	m.shadowCodes[code] = true
+	return code
 }
 
 // evictionLabel bounds the eviction reason label.

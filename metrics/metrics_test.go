@@ -133,7 +133,7 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	// The observers come last, built from the producers' snapshots.
 	parts := components{"sidecar": 0, "decision_log": 2}
 	m := metrics.New(config.Metrics{}, metrics.Sources{DecisionCache: w.engine, Policy: w.engine, Reloads: w.reloader,
-		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px, Components: parts})
+		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px, Components: parts, Shadow: shadowTally{5, 2, 1, 3}})
 	bus.Subscribe(m)
 	url := serveMetrics(t, m)
 
@@ -151,6 +151,8 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	for _, e := range scriptedDecisions() {
 		m.Decided(e)
 	}
+	bus.ShadowDisagreed(events.ShadowDisagreement{Direction: "allow_to_deny", Code: "DEPTH_EXCEEDED"})
+	bus.ShadowDisagreed(events.ShadowDisagreement{Direction: "codes", Code: "TENANT_NOT_PERMITTED"})
 	for _, e := range scriptedRequests() {
 		m.Served(e)
 	}
@@ -350,6 +352,12 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	// Policy.
 	s.want(t, "writ_policy_reloads_total", counter, map[string]float64{L("result", "ok"): 1, L("result", "failed"): 1})
 	s.want(t, "writ_policy_info", gauge, map[string]float64{L("revision", rev1): 1})
+
+	// Shadow.
+	s.want(t, "writ_shadow_evaluations_total", counter, map[string]float64{
+		L("result", "agree"): 5, L("result", "disagree"): 2, L("result", "error"): 1, L("result", "dropped"): 3})
+	s.want(t, "writ_shadow_disagreements_total", counter, map[string]float64{
+		L("code", "DEPTH_EXCEEDED", "direction", "allow_to_deny"): 1, L("code", "TENANT_NOT_PERMITTED", "direction", "codes"): 1})
 
 	// Go and process collectors.
 	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes"} {

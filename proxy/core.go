@@ -94,8 +94,10 @@ type Identifier interface {
 // (what an egress call asks the STS for). authz.Engine is the one writ runs.
 // Decide is called on every admitted request, RequiredScopes on every egress
 // call: both must be safe for concurrent use and fast (RequiredScopes reads
-// what the policy said once per revision). Decide must neither modify the
-// input nor keep it once it returns; an error denies (fail closed).
+// what the policy said once per revision). Decide must not modify the
+// input; it may read it after it returns (a shadow policy set decides it
+// again later, off the request's path): the core never modifies an input
+// once built. An error denies (fail closed).
 type Decider interface {
 	Decide(ctx context.Context, in *authz.Input) (authz.Decision, error)
 	RequiredScopes(op string) []string

@@ -28,8 +28,12 @@ func (s *Server) startAdmin(context.Context) error {
 	d := admin.Deps{Engine: s.engine, Store: s.store, StoreReady: s.store.ping, Ready: s.core.Ready,
 		Metrics: s.metrics.Handler(), Pprof: s.cfg.AdminPprof, Logger: s.log,
 		Addrs: []string{s.cfg.Admin, ln.Addr().String()}, Hosts: s.cfg.AdminHosts, Token: token}
-	if s.reloader != nil {
-		d.Reloader = s.reloader // never a nil *authz.Reloader in the interface
+	if s.reloader != nil || s.shadowReloader != nil {
+		// Never a nil *authz.Reloader in the interface.
+		d.Reloader = policyReloads{live: s.reloader, shadow: s.shadowReloader}
+	}
+	if s.shadow != nil {
+		d.Shadow, d.ShadowReloader = s.shadow, s.shadowReloader
 	}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(d),
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}

@@ -30,6 +30,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,15 +65,19 @@ type Server struct {
 	// bundleLive is set once the reloader exists and the downloader polls:
 	// before, an update (the start's one download) is only offered.
 	bundleLive atomic.Bool
-	bus        *events.Bus
-	store      *lifecycleStore
-	holder     string
-	dlog       *decisionlog.Log
-	push       *push.Deliverer // nil when push is left to the agents or Options gave a notifier
-	core       *proxy.Core
-	metrics    *metrics.Metrics
-	admin      *httpListener
-	doors      []Door // in opening order
+	// The shadow policy set (policies_shadow:), all nil without one.
+	shadowEngine   *authz.Engine
+	shadowReloader *authz.Reloader
+	shadow         *authz.Shadow
+	bus            *events.Bus
+	store          *lifecycleStore
+	holder         string
+	dlog           *decisionlog.Log
+	push           *push.Deliverer // nil when push is left to the agents or Options gave a notifier
+	core           *proxy.Core
+	metrics        *metrics.Metrics
+	admin          *httpListener
+	doors          []Door // in opening order
 	// listener is WithListener's, until the sidecar takes it.
 	listener net.Listener
 
@@ -243,7 +248,7 @@ func (s *Server) startPolicy(ctx context.Context) error {
 		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
 		s.errs.add(componentPolicyWatch)
 	}
-	return nil
+	return s.startShadowPolicy(ctx, opt)
 }
 
 func (s *Server) startStore(context.Context) error {
@@ -336,7 +341,8 @@ func (s *Server) startCore(context.Context) error {
 	if err != nil {
 		return err
 	}
-	core, err := proxy.New(s.cfg, proxy.Deps{Identity: s.ident, Engine: s.engine, Store: s.store, Logger: s.log,
+	s.startShadow()
+	core, err := proxy.New(s.cfg, proxy.Deps{Identity: s.ident, Engine: s.decider(), Store: s.store, Logger: s.log,
 		Transport: s.opts.transport, Events: s.bus, Push: s.notifier(), Inputs: inputs,
 		Follow: follow.New(follow.Options{Store: s.store, Lifecycle: s.cfg.Lifecycle, Logger: s.log, Work: work})})
 	if err != nil {
@@ -365,6 +371,9 @@ func (s *Server) startMetrics(context.Context) error {
 	if s.reloader != nil {
 		src.Reloads = s.reloader
 	}
+	if s.shadow != nil {
+		src.Shadow = s.shadow
+	}
 	if s.push != nil {
 		src.Push = s.push
 	}
@@ -376,23 +385,34 @@ func (s *Server) startMetrics(context.Context) error {
 // startWatch reloads the policy whenever one of its files changes, until
 // Shutdown.
 func (s *Server) startWatch() {
+	rls := s.reloaders()
 	if s.downloader != nil {
-		// OPA's downloader polls (or long-polls) until Shutdown stops it.
+		// OPA's downloader polls (or long-polls) the live set until
+		// Shutdown stops it: only a shadow set's files are watched.
 		s.bundleLive.Store(true)
 		s.downloader.Start(context.Background())
+		rls = slices.DeleteFunc(rls, func(r *authz.Reloader) bool { return r == s.reloader })
+	}
+	if len(rls) == 0 {
 		return
 	}
-	if s.reloader == nil {
-		return
-	}
+	s.errs.add(componentPolicyWatch)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopWatch, s.watched = cancel, make(chan struct{})
+	var wg sync.WaitGroup
+	for _, rl := range rls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := rl.Watch(ctx); err != nil && !errors.Is(err, context.Canceled) {
+				s.errs.inc(componentPolicyWatch)
+				s.log.Warn("policy watch stopped; SIGHUP still reloads", "error", err)
+			}
+		}()
+	}
 	go func() {
-		defer close(s.watched)
-		if err := s.reloader.Watch(ctx); err != nil && !errors.Is(err, context.Canceled) {
-			s.errs.inc(componentPolicyWatch)
-			s.log.Warn("policy watch stopped; SIGHUP still reloads", "error", err)
-		}
+		wg.Wait()
+		close(s.watched)
 	}()
 }
 
@@ -408,7 +428,8 @@ func (s *Server) logStart() {
 	s.warnDevelopmentIdentity()
 	s.log.Info("writ is serving", "listen", s.Addr(), "url", s.URL(), "admin", s.AdminAddr(),
 		"agents", len(s.cfg.Agents), "policies", policySource(s.cfg), "policy_revision", s.policy.Revision,
-		"policy_tests_passed", s.policy.Tests.Passed, "store", s.store.desc, "holder", s.holder, "version", s.opts.version)
+		"policy_tests_passed", s.policy.Tests.Passed, "shadow_policies", shadowSource(s.cfg.PoliciesShadow),
+		"shadow_revision", s.shadowRevision(), "store", s.store.desc, "holder", s.holder, "version", s.opts.version)
 }
 
 // warnDevelopmentIdentity logs a warning for each way the identity sources
@@ -422,19 +443,30 @@ func (s *Server) warnDevelopmentIdentity() {
 
 // Reloadable reports whether the policy can be reloaded (it is read from
 // files, not embedded in writ).
-func (s *Server) Reloadable() bool { return s.reloader != nil }
+func (s *Server) Reloadable() bool { return s.reloader != nil || s.shadowReloader != nil }
 
 // Reload loads the policy files anew and swaps them in when they compile
 // and pass their tests; otherwise the last good policy keeps serving and
 // the error says why. With the policies embedded in writ it returns
 // ErrNoReload (and says again whether writ accepts its development
 // identity: an operator reads the log now).
+//
+// With a shadow set (policies_shadow:) it reloads that too, through the same
+// gate: a refused shadow keeps its last good revision, and the error says so.
 func (s *Server) Reload(ctx context.Context) error {
-	if s.reloader == nil {
+	if s.reloader == nil && s.shadowReloader == nil {
 		s.warnDevelopmentIdentity()
 		return ErrNoReload
 	}
-	return s.reloader.Reload(ctx)
+	return policyReloads{live: s.reloader, shadow: s.shadowReloader}.Reload(ctx)
+}
+
+// shadowRevision is the shadow set's revision; "" without one.
+func (s *Server) shadowRevision() string {
+	if s.shadowEngine == nil {
+		return ""
+	}
+	return s.shadowEngine.Revision()
 }
 
 // Core is the admission core, for tests and embedders that drive it

@@ -10,10 +10,8 @@ import (
 // helpers, and the store and logger a test swaps in once the core is built.
 
 var (
-	NonCanonicalPath = nonCanonicalPath
-	NonCanonicalHost = nonCanonicalHost
-	Rebase           = rebase
-	PublicReason     = publicReason
+	Rebase       = rebase
+	PublicReason = publicReason
 )
 
 // PrefixCovers is a route's reading of a path: whether the route prefix

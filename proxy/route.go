@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/writ-authz/writ/adapters/wire"
+	"github.com/writ-authz/writ/proxy/canonical"
 	"github.com/writ-authz/writ/task"
 )
 
@@ -52,16 +53,7 @@ func requestHost(hostport string) string {
 
 // prefixOf reports whether the route's prefix covers path, and the path
 // below it.
-func (rt *route) prefixOf(path string) (string, bool) {
-	if rt.prefix == "" || path == rt.prefix || strings.HasPrefix(path, rt.prefix+"/") {
-		rest := strings.TrimPrefix(path, rt.prefix)
-		if rest == "" {
-			rest = "/"
-		}
-		return rest, true
-	}
-	return "", false
-}
+func (rt *route) prefixOf(path string) (string, bool) { return canonical.Below(rt.prefix, path) }
 
 // match finds the route for a request's host and path, and the path below
 // the route.
@@ -139,9 +131,9 @@ func (c *Core) canonical(inc Incoming) (Outcome, bool) {
 	if raw == "" {
 		raw = inc.Path
 	}
-	why := nonCanonicalPath(raw)
+	why := canonical.Path(raw)
 	if why == "" && inc.Route == "" && c.byHost {
-		why = nonCanonicalHost(inc.Host)
+		why = canonical.Host(inc.Host)
 	}
 	if why == "" {
 		return Outcome{}, true

@@ -25,7 +25,7 @@ var workers = []string{"proxy/follow"}
 
 // coreLeaves are the only packages under proxy/ the core may depend on (the
 // link table egress mode keeps of forwarded requests among them).
-var coreLeaves = []string{"proxy/push", "proxy/writheader", "proxy/link"}
+var coreLeaves = []string{"proxy/push", "proxy/writheader", "proxy/link", "proxy/canonical"}
 
 // doorImports are the packages of ours a door may import besides the
 // helpers under proxy/: the core, the adapters' registry and wire, the

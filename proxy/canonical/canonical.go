@@ -1,13 +1,6 @@
-package proxy
-
-import (
-	"net"
-	"strings"
-)
-
-// Canonical form: the one spelling of a request target that every router
-// reads alike. writ routes on the decoded path and a host it lower-cases and
-// strips of a trailing dot; a router in front (Envoy, by default) matches the
+// Package canonical is the canonical form of a request target: the one
+// spelling of it that every router reads alike. writ routes on the decoded
+// path and a host it lower-cases and strips of a trailing dot; a router in front (Envoy, by default) matches the
 // raw :path and the :authority as sent. Where the two readings can differ,
 // writ could decide for one agent while the router forwards to another, so a
 // request in any other form is refused before anything is routed (a plain
@@ -36,10 +29,19 @@ import (
 // path_with_escaped_slashes_action: REJECT_REQUEST, strip_trailing_host_dot,
 // as deploy/envoy sets them) leaves only canonical targets, so there nothing
 // a client sends in good faith is refused.
+//
+// It is a package of its own, beside the core that refuses what it finds,
+// so that its fuzz target builds without the policy engine.
+package canonical
 
-// nonCanonicalPath says why raw, a request path as sent, is not canonical;
-// "" when it is.
-func nonCanonicalPath(raw string) string {
+import (
+	"net"
+	"strings"
+)
+
+// Path says why raw, a request path as sent, is not canonical; "" when it
+// is.
+func Path(raw string) string {
 	if raw == "" || raw[0] != '/' {
 		return "the path does not start with /"
 	}
@@ -72,9 +74,9 @@ func nonCanonicalPath(raw string) string {
 	return ""
 }
 
-// nonCanonicalHost says why a Host header or :authority is not canonical;
-// "" when it is.
-func nonCanonicalHost(hostport string) string {
+// Host says why a Host header or :authority is not canonical; "" when it
+// is.
+func Host(hostport string) string {
 	host := hostport
 	if h, port, err := net.SplitHostPort(hostport); err == nil {
 		host = h
@@ -108,4 +110,17 @@ func unhex(c byte) int {
 		return int(c-'A') + 10
 	}
 	return -1
+}
+
+// Below reports whether a route's prefix covers path (the prefix itself,
+// or the prefix and then '/'; "" covers every path), and the path below it.
+func Below(prefix, path string) (string, bool) {
+	if prefix == "" || path == prefix || strings.HasPrefix(path, prefix+"/") {
+		rest := strings.TrimPrefix(path, prefix)
+		if rest == "" {
+			rest = "/"
+		}
+		return rest, true
+	}
+	return "", false
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/httpserve"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/proxy/writheader"
 	"github.com/writ-authz/writ/task"
@@ -190,10 +191,10 @@ func (s *Server) Stats() Stats {
 func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	s.calls.Add(1)
-	w := &statusWriter{ResponseWriter: rw}
+	w := &httpserve.StatusWriter{ResponseWriter: rw}
 	ev := events.Request{Mode: events.ModeEgress, Route: s.cfg.Agent}
 	defer func() {
-		ev.Status, ev.Duration = w.status, time.Since(start)
+		ev.Status, ev.Duration = w.Status, time.Since(start)
 		s.core.Served(ev)
 	}()
 	inc, ok := s.incoming(r)
@@ -234,7 +235,7 @@ const directoryPath = "/.well-known/writ/directory"
 // agent with the path /rest; the directory is the directory. ok is false for
 // any other path, or an agent's name that is not a plain path segment.
 func (s *Server) incoming(r *http.Request) (proxy.Incoming, bool) {
-	raw := rawPath(r)
+	raw := httpserve.RawPath(r)
 	inc := proxy.Incoming{Mode: events.ModeEgress, Method: r.Method, Path: r.URL.Path, RawPath: raw, Host: r.Host,
 		RemoteAddr: r.RemoteAddr, Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header,
 		Chunked: len(r.TransferEncoding) > 0, TLS: r.TLS != nil,
@@ -350,42 +351,3 @@ func plain(status int, msg string) wire.Rendered {
 	return wire.Rendered{Status: status, ContentType: "text/plain; charset=utf-8",
 		Header: http.Header{"Cache-Control": {"no-store"}}, Body: []byte("writ: " + msg + "\n")}
 }
-
-// rawPath is r's path as it arrived: the origin-form request target before
-// '?', or for any other form the URL's escaped path.
-func rawPath(r *http.Request) string {
-	if t := r.RequestURI; strings.HasPrefix(t, "/") {
-		p, _, _ := strings.Cut(t, "?")
-		return p
-	}
-	return r.URL.EscapedPath()
-}
-
-// statusWriter records the status an answer was sent with, keeping Flush.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

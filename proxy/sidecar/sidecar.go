@@ -10,13 +10,13 @@ package sidecar
 import (
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/httpserve"
 )
 
 // Sidecar is the reverse-proxy front door. Safe for concurrent use.
@@ -62,8 +62,8 @@ func (s *Sidecar) HTTPServer(addr string) *http.Server {
 // ServeHTTP admits the request and executes the outcome.
 func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	w := &statusWriter{ResponseWriter: rw}
-	inc := proxy.Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, RawPath: rawPath(r), Host: r.Host, RemoteAddr: r.RemoteAddr,
+	w := &httpserve.StatusWriter{ResponseWriter: rw}
+	inc := proxy.Incoming{Mode: events.ModeSidecar, Method: r.Method, Path: r.URL.Path, RawPath: httpserve.RawPath(r), Host: r.Host, RemoteAddr: r.RemoteAddr,
 		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header, Chunked: len(r.TransferEncoding) > 0,
 		TLS: r.TLS != nil}
 	if r.TLS != nil {
@@ -84,45 +84,6 @@ func (s *Sidecar) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		}
 		proxy.WriteAnswer(w, out.Answer, out.DecisionID)
 	}
-	ev.Status, ev.Duration = w.status, time.Since(start)
+	ev.Status, ev.Duration = w.Status, time.Since(start)
 	s.core.Served(ev)
 }
-
-// rawPath is r's path as it arrived: the origin-form request target (HTTP/2:
-// :path) before '?', or for any other form the URL's escaped path.
-func rawPath(r *http.Request) string {
-	if t := r.RequestURI; strings.HasPrefix(t, "/") {
-		p, _, _ := strings.Cut(t, "?")
-		return p
-	}
-	return r.URL.EscapedPath()
-}
-
-// statusWriter records the status an answer was sent with, keeping Flush.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (w *statusWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
-	}
-	w.ResponseWriter.WriteHeader(code)
-}
-
-func (w *statusWriter) Write(p []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(p)
-}
-
-func (w *statusWriter) Flush() {
-	if f, ok := w.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap lets http.ResponseController reach the underlying writer.
-func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

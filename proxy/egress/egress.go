@@ -22,7 +22,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,6 +32,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/egress/calltarget"
 	"github.com/writ-authz/writ/proxy/httpserve"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/proxy/writheader"
@@ -83,14 +83,6 @@ type Server struct {
 }
 
 var _ http.Handler = (*Server)(nil)
-
-// targetPrefix starts the path of a call to a target: /to/{agent}/...;
-// cardPrefix that of a call to a target named by its card:
-// /card/{card URL, escaped}/...
-const (
-	targetPrefix = "/to/"
-	cardPrefix   = "/card/"
-)
 
 // New builds the egress door over the admission core from a validated
 // config with egress on; exch obtains the outbound tokens. Calls leave
@@ -199,7 +191,7 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}()
 	inc, ok := s.incoming(r)
 	if !ok {
-		proxy.WriteAnswer(w, plain(http.StatusNotFound, "no target: call /to/{agent}/... or /card/{card URL}/..., or GET "+directoryPath), "")
+		proxy.WriteAnswer(w, plain(http.StatusNotFound, "no target: call /to/{agent}/... or /card/{card URL}/..., or GET "+calltarget.DirectoryPath), "")
 		return
 	}
 	if parents := r.Header.Values(writheader.Parent); len(parents) > 1 {
@@ -227,10 +219,6 @@ func (s *Server) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// directoryPath is writ's directory, which the egress listener answers with
-// the targets the agent may delegate to.
-const directoryPath = "/.well-known/writ/directory"
-
 // incoming maps r to the core's Incoming: /to/{agent}/rest is a call to
 // agent with the path /rest; the directory is the directory. ok is false for
 // any other path, or an agent's name that is not a plain path segment.
@@ -240,44 +228,14 @@ func (s *Server) incoming(r *http.Request) (proxy.Incoming, bool) {
 		RemoteAddr: r.RemoteAddr, Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header,
 		Chunked: len(r.TransferEncoding) > 0, TLS: r.TLS != nil,
 		Egress: &proxy.EgressCall{Base: "http://" + r.Host}}
-	if raw == directoryPath {
+	call, ok := calltarget.Parse(raw, r.URL.Path)
+	switch {
+	case !ok:
+		return proxy.Incoming{}, false
+	case call.Directory:
 		return inc, true
 	}
-	if after, ok := strings.CutPrefix(raw, cardPrefix); ok {
-		return byCard(r, inc, after)
-	}
-	after, ok := strings.CutPrefix(raw, targetPrefix)
-	if !ok {
-		return proxy.Incoming{}, false
-	}
-	name, rest, _ := strings.Cut(after, "/")
-	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "%\\") {
-		// Target names are plain segments (config refuses any other), so a
-		// name in another spelling is no target.
-		return proxy.Incoming{}, false
-	}
-	inc.Route, inc.RawPath = name, "/"+rest
-	// The name has no escapes: the decoded path starts with it too.
-	inc.Path = "/" + strings.TrimPrefix(strings.TrimPrefix(r.URL.Path, targetPrefix+name), "/")
-	return inc, true
-}
-
-// byCard maps a call to a target named by its card, /card/{card URL,
-// escaped as one path segment}/rest: the core finds the target whose
-// card_url is that URL, exactly. ok is false for a segment that is no URL.
-func byCard(r *http.Request, inc proxy.Incoming, after string) (proxy.Incoming, bool) {
-	seg, rest, _ := strings.Cut(after, "/")
-	card, err := url.PathUnescape(seg)
-	if err != nil || card == "" {
-		return proxy.Incoming{}, false
-	}
-	// The decoded path holds the URL decoded; below it is the call's path.
-	below, ok := strings.CutPrefix(r.URL.Path, cardPrefix+card)
-	if !ok {
-		return proxy.Incoming{}, false
-	}
-	inc.Egress.CardURL, inc.RawPath = card, "/"+rest
-	inc.Path = "/" + strings.TrimPrefix(below, "/")
+	inc.Route, inc.Egress.CardURL, inc.RawPath, inc.Path = call.Name, call.CardURL, call.RawPath, call.Path
 	return inc, true
 }
 

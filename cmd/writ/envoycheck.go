@@ -1,17 +1,9 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"net/http"
-	"os"
-	"sort"
-	"strings"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/internal/envoycheck"
@@ -41,92 +33,6 @@ listener. For Envoy's HTTP ext_authz mode, curl the http_listen address (docs/en
 		fs.Usage()
 		return 2
 	}
-	check := envoycheck.Process
-	switch *mode {
-	case "ext_proc":
-		if *addr == "" {
-			*addr = "127.0.0.1:9193"
-		}
-	case "ext_authz":
-		check = envoycheck.Check
-		if *addr == "" {
-			*addr = "127.0.0.1:9191"
-		}
-	default:
-		fmt.Fprintf(stderr, "writ envoy-check: -mode %q: ext_proc or ext_authz (for HTTP ext_authz, use curl)\n", *mode)
-		return 2
-	}
-	var raw []byte
-	var err error
-	if *reqFile == "-" {
-		raw, err = io.ReadAll(stdin)
-	} else {
-		raw, err = os.ReadFile(*reqFile)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "writ envoy-check: %v\n", err)
-		return 2
-	}
-	in, err := wire.ReadExample(raw, *maxBody)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ envoy-check: %s: %v\n", *reqFile, err)
-		return 2
-	}
-	conn, err := grpc.NewClient("passthrough:///"+*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		fmt.Fprintf(stderr, "writ envoy-check: %v\n", err)
-		return 2
-	}
-	defer func() { _ = conn.Close() }()
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	res, err := check(ctx, conn, envoycheck.FromInbound(in, *agent))
-	if err != nil {
-		fmt.Fprintf(stderr, "writ envoy-check: %s at %s: %v\n", *mode, *addr, err)
-		return 2
-	}
-	if res.Allowed {
-		fmt.Fprintf(stdout, "%s: allowed: Envoy sends the request on to the agent\n", *mode)
-		keys := make([]string, 0, len(res.Set))
-		for k := range res.Set {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			fmt.Fprintf(stdout, "  sets %s: %s\n", k, res.Set[k])
-		}
-		for _, k := range res.Removed {
-			fmt.Fprintf(stdout, "  removes %s\n", k)
-		}
-		if res.BodyReplaced {
-			fmt.Fprintf(stdout, "  replaces the body (%d bytes)\n", len(res.Body))
-		}
-		return 0
-	}
-	fmt.Fprintf(stdout, "%s: answered by writ: Envoy answers %d %s in the agent's place\n", *mode, res.Status, http.StatusText(res.Status))
-	printHeader(stdout, res.Header)
-	if res.Details != "" {
-		fmt.Fprintf(stdout, "  (details: %s)\n", res.Details)
-	}
-	if len(res.Body) > 0 {
-		fmt.Fprintf(stdout, "\n%s\n", strings.TrimRight(string(res.Body), "\n"))
-	}
-	if *agent == "" && res.Status == http.StatusInternalServerError {
-		fmt.Fprintln(stderr, "writ envoy-check: no -agent: writ refuses a request whose Envoy route names no agent (envoy.require_route_name)")
-	}
-	return 1
-}
-
-// printHeader prints h sorted, one "  name: value" line each.
-func printHeader(w io.Writer, h http.Header) {
-	keys := make([]string, 0, len(h))
-	for k := range h {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		for _, v := range h[k] {
-			fmt.Fprintf(w, "  %s: %s\n", strings.ToLower(k), v)
-		}
-	}
+	return envoycheck.Run(envoycheck.Options{Request: *reqFile, Agent: *agent, Mode: *mode, Addr: *addr,
+		Timeout: *timeout, MaxBody: *maxBody}, stdin, stdout, stderr)
 }

@@ -80,6 +80,9 @@ type Config struct {
 	DecisionLog DecisionLog `yaml:"decision_log"`
 	// Metrics configures the Prometheus metrics on the admin listener.
 	Metrics Metrics `yaml:"metrics"`
+	// Tracing exports OpenTelemetry traces over OTLP (off unless present;
+	// config/tracing.go).
+	Tracing *Tracing `yaml:"tracing"`
 	// AdminPprof serves /debug/pprof on the admin listener (off by default).
 	AdminPprof bool `yaml:"admin_pprof"`
 	// AdminTokenFile holds the bearer token the admin API's operator routes
@@ -569,6 +572,7 @@ func (c *Config) applyDefaults() {
 		p.MaxConfigsPerOwner = 1000
 	}
 	c.PolicyBundle.applyDefaults()
+	c.Tracing.applyDefaults()
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -743,6 +747,7 @@ func (c *Config) Validate() error {
 	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
 	c.PolicyBundle.validate(c, bad)
+	c.Tracing.validate(bad)
 	c.Log.validate(bad)
 	c.TLS.validate(bad)
 	for i, p := range c.Policies {

@@ -20,7 +20,7 @@ func pathLike(name string) bool {
 }
 
 // notPaths are keys named like paths that are not file system paths.
-var notPaths = map[string]bool{"jsonrpc_path": true}
+var notPaths = map[string]bool{"jsonrpc_path": true, "url_path": true}
 
 // walkFields calls f for every field of t and of the structs it holds, once
 // per struct type.

@@ -41,9 +41,13 @@ const OPAPath = "writ/authz/decision"
 // always carry push.delivered, and every line carries seq and prev (the
 // digest chain, custody.go).
 type Line struct {
-	Time             time.Time   `json:"time"`
-	Type             string      `json:"type"`
-	DecisionID       string      `json:"decision_id,omitempty"`
+	Time       time.Time `json:"time"`
+	Type       string    `json:"type"`
+	DecisionID string    `json:"decision_id,omitempty"`
+	// TraceID and SpanID are the decision's span in its OpenTelemetry
+	// trace (tracing on).
+	TraceID          string      `json:"trace_id,omitempty"`
+	SpanID           string      `json:"span_id,omitempty"`
 	ChainID          string      `json:"chain_id,omitempty"`
 	Direction        string      `json:"direction,omitempty"`
 	ParentDecisionID string      `json:"parent_decision_id,omitempty"`
@@ -380,6 +384,8 @@ func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e.time("time", d.Time)
 	e.str("type", TypeDecision)
 	e.str("decision_id", d.ID)
+	e.str("trace_id", d.TraceID)
+	e.str("span_id", d.SpanID)
 	e.str("chain_id", d.ChainID)
 	e.str("direction", d.Direction)
 	e.str("parent_decision_id", d.ParentDecisionID)
@@ -408,7 +414,8 @@ func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 }
 
 // appendOPA writes a decision line in OPA's decision-log event shape
-// (plugins/logs EventV1): what the decision was about is its input, allow and
+// (plugins/logs EventV1, whose trace_id and span_id carry the decision's
+// span when tracing is on): what the decision was about is its input, allow and
 // denials its result; durations are OPA's timer metrics in nanoseconds; the
 // policy revision is given both as the deprecated top-level revision and as the
 // "writ" bundle's revision. The line's place in the digest chain (seq, prev)
@@ -420,6 +427,9 @@ func appendOPA(b []byte, d *events.Decision, s *seal) []byte {
 	e := enc{b: b}
 	e.begin()
 	e.str("decision_id", d.ID)
+	// OPA's own trace_id and span_id: the decision's span in its trace.
+	e.str("trace_id", d.TraceID)
+	e.str("span_id", d.SpanID)
 	e.time("timestamp", d.Time)
 	e.str("path", OPAPath)
 

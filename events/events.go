@@ -106,6 +106,11 @@ type Decision struct {
 	// Input is the policy input the decision was made on, as the decision
 	// log may record it (decision_log.include_input); nil unless asked for.
 	Input Input
+
+	// TraceID and SpanID name the decision's span (writ.decide) in its
+	// OpenTelemetry trace, lower-case hex as W3C trace context writes them;
+	// "" when tracing is off.
+	TraceID, SpanID string
 }
 
 // Input is a decision's policy input as an observer may record it: redacted

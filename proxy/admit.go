@@ -170,10 +170,23 @@ var notFoundPage = wire.Rendered{Status: http.StatusNotFound, ContentType: "text
 // (NotFound, Refuse, Serve) is writ's own and marked so
 // (writheader.AnsweredBy), whichever door sends it.
 func (c *Core) Admit(ctx context.Context, inc Incoming) Outcome {
+	if c.tracer == nil {
+		out := c.admit(ctx, inc)
+		if out.Kind != Forward {
+			out.Answer = ownAnswer(out.Answer)
+		}
+		return out
+	}
+	ctx, span := c.startAdmit(ctx, inc)
 	out := c.admit(ctx, inc)
 	if out.Kind != Forward {
 		out.Answer = ownAnswer(out.Answer)
 	}
+	if out.Plan != nil {
+		// The forward, and what the answers make, belong to this request's trace.
+		out.Plan.parent = span.SpanContext()
+	}
+	endAdmit(span, out)
 	return out
 }
 
@@ -379,10 +392,13 @@ func (c *Core) framing(x *exchange) (*task.Fault, bool) {
 // err then says why (an *identity.Refusal: what the credential presented and
 // what writ accepts, never the token), for the decision event and the log.
 func (c *Core) identify(ctx context.Context, inc Incoming) (identity.Caller, error) {
+	ctx, span := c.startIdentify(ctx)
 	if inc.Caller != nil {
+		endIdentify(span, *inc.Caller, inc.CallerErr)
 		return *inc.Caller, inc.CallerErr
 	}
 	caller, err := c.ident.Identify(ctx, identity.Credentials{Header: inc.Header, PeerCertificates: inc.PeerCertificates})
+	endIdentify(span, caller, err)
 	if err != nil {
 		attrs := []any{"error", err, "path", inc.Path}
 		if f := identityFailure(err); f != nil {
@@ -425,11 +441,14 @@ func (c *Core) decide(ctx context.Context, x *exchange, start time.Time) events.
 		f.Direction, f.Root = authz.DirectionEgress, x.eg.parent == ""
 	}
 	x.input = authz.BuildInput(f)
+	ctx, span := c.startDecide(ctx, x)
 	d, err := c.engine.Decide(ctx, x.input)
+	endDecide(span, d, err)
 	ev := events.Decision{Time: time.Now(), ID: d.ID, Mode: x.inc.Mode, Route: x.rt.agent.Name, Operation: x.req.Operation,
 		Protocol: x.req.Protocol, Caller: eventCaller(x.caller), TaskID: x.req.TaskID, ContextID: x.input.Task.ContextID,
 		Allow: d.Allow, DryRun: d.DryRun, Denials: d.Denials, Revision: d.Revision, CacheHit: d.CacheHit,
 		Eval: d.Duration, Latency: time.Since(start), ChainID: x.caller.ChainID, Identity: identityFailure(x.idErr)}
+	ev.TraceID, ev.SpanID = traceIDs(ctx)
 	if x.eg != nil {
 		c.egressEvent(x, &ev)
 	}

@@ -37,6 +37,7 @@ import (
 	"time"
 
 	jose "github.com/go-jose/go-jose/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
@@ -78,6 +79,11 @@ type Deps struct {
 	// (decision_log.include_input), recorded as it says; nil: events carry
 	// no input.
 	Inputs *authz.InputLog
+	// Tracer, when set, traces every request (trace.go): the caller's W3C
+	// trace context is read, spans are made for the admission, its
+	// identification and decision, the forward, and the agent gets the
+	// forward's trace context. nil (tracing off) does none of it.
+	Tracer trace.Tracer
 }
 
 // Identifier is what the core needs of identity: the caller a request's
@@ -146,6 +152,8 @@ type Core struct {
 	jku     *http.Client
 	// egress is egress mode (egress.go); nil when it is off.
 	egress *egressSide
+	// tracer makes the request's spans (trace.go); nil when tracing is off.
+	tracer trace.Tracer
 }
 
 // Stats counts what the core did, for tests. StoreErrors are the lifecycle
@@ -189,7 +197,7 @@ func New(cfg *config.Config, d Deps) (*Core, error) {
 	c := &Core{cfg: cfg, ident: d.Identity, engine: d.Engine, store: d.Store, log: d.Logger,
 		client: NewClient(d.Transport),
 		lim:    wire.Limits{MaxBodyBytes: cfg.Limits.MaxBodyBytes, MaxJSONDepth: cfg.Limits.MaxJSONDepth},
-		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, inputs: d.Inputs}
+		byName: map[string]*route{}, schemes: acceptedSchemes(cfg), notifier: d.Push, events: d.Events, inputs: d.Inputs, tracer: d.Tracer}
 	var err error
 	if c.cardKey, err = loadCardKey(cfg.Cards.SigningKeyFile); err != nil {
 		return nil, err

@@ -37,6 +37,9 @@ func (p *Plan) Forward(ctx context.Context, client *http.Client, inc Incoming, w
 		WriteAnswer(w, p.Undelegated(task.NewFault(task.KindInternal, "the call has no outbound token"), "not_delegated"), "")
 		return
 	}
+	ctx, span := p.startForward(ctx)
+	status := 0
+	defer func() { endForward(span, status, ev.UpstreamFailure) }()
 	caller := ctx
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -52,6 +55,9 @@ func (p *Plan) Forward(ctx context.Context, client *http.Client, inc Incoming, w
 	}
 	out.Header = p.outbound(inc.Header)
 	setForwarded(out.Header, inc)
+	if span != nil {
+		inject(caller, out.Header)
+	}
 	out.ContentLength = int64(len(p.Body))
 	if len(p.Body) == 0 {
 		out.Body = http.NoBody
@@ -71,6 +77,7 @@ func (p *Plan) Forward(ctx context.Context, client *http.Client, inc Incoming, w
 		return
 	}
 	defer resp.Body.Close()
+	status = resp.StatusCode
 	stream, refused := p.Reads(resp.Header)
 	if refused != nil {
 		WriteAnswer(w, *refused, "")

@@ -223,7 +223,7 @@ func (c *Core) observe(ctx context.Context, p *Plan, evs []task.Event) {
 			}
 		}
 		if rec.Task.State != prev.Task.State {
-			c.notify(rec)
+			c.notify(ctx, rec)
 		}
 		if te != nil {
 			c.stats.Violations.Add(1)
@@ -274,7 +274,7 @@ func (c *Core) created(ctx context.Context, p *Plan, ev task.Event) {
 	c.events.TaskChanged(events.Task{Time: time.Now(), Kind: events.TaskCreated, Route: x.rt.agent.Name,
 		TaskID: ev.TaskID, ContextID: rec.Task.ContextID, DecisionID: x.dec.ID, To: rec.Task.State})
 	c.artifactEvents(x, task.Record{}, rec)
-	c.notify(rec)
+	c.notify(ctx, rec)
 }
 
 // mayCreate reports whether an answer's task id may be the task the request

@@ -26,8 +26,10 @@ func (c *Core) attachPush(ctx context.Context, p *Plan, ref task.Ref) (task.Push
 }
 
 // notify queues one notification per push config of a task whose state writ
-// just saw change, rendered by the adapter of the task's protocol.
-func (c *Core) notify(rec task.Record) {
+// just saw change, rendered by the adapter of the task's protocol. Each
+// carries ctx's trace context (tracing on): its deliveries are spans of the
+// request whose answer raised it, and the receiver gets their context.
+func (c *Core) notify(ctx context.Context, rec task.Record) {
 	if !c.pushOn() || len(rec.Push) == 0 {
 		return
 	}
@@ -51,9 +53,10 @@ func (c *Core) notify(rec task.Record) {
 	if rec.Updated.IsZero() {
 		seq = uint64(time.Now().UnixNano())
 	}
+	trace := c.traceCarrier(ctx)
 	for _, pc := range rec.Push {
 		n := push.Notification{TaskID: rec.Task.ID, ContextID: rec.Task.ContextID, URL: pc.URL, Owner: task.OwnerKey(rec.Task.Owner),
-			Header: ps.NotificationHeaders(pc), ContentType: ct, Body: body, Seq: seq}
+			Header: ps.NotificationHeaders(pc), ContentType: ct, Body: body, Seq: seq, Trace: trace}
 		if err := c.notifier.Enqueue(n); err != nil {
 			c.log.Warn("push notification dropped", "task_id", rec.Task.ID, "error", err)
 		}

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writ-authz/writ/adapters"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/authz/identity"
@@ -67,6 +69,9 @@ type Plan struct {
 	failed error
 	// deferred is the store as this plan's answers write it (writes).
 	deferred task.Deferred
+	// parent is the request's admit span (trace.go); invalid when tracing
+	// is off.
+	parent trace.SpanContext
 }
 
 // writes is the lifecycle store as the plan's answers write it: deferred
@@ -207,6 +212,7 @@ func (p *Plan) FailUpstream(timeout bool) (failed wire.Rendered, failure string)
 // not be recorded (the caller would own a task writ cannot check: fail
 // closed).
 func (p *Plan) Answer(ctx context.Context, status int, body []byte) ([]byte, *wire.Rendered) {
+	ctx = p.within(ctx)
 	if len(body) > MaxAnswerBytes {
 		p.invalid++
 		out := p.Fail(task.NewFault(task.KindUpstreamInvalid, fmt.Sprintf("the agent's answer exceeds %d bytes", MaxAnswerBytes)))

@@ -114,6 +114,7 @@ var errEmit = errors.New("the door could not pass the stream on")
 // stream, once ctx ended (the caller went away, or the door cancelled it),
 // or when emit failed (the caller's connection is gone).
 func (p *Plan) Stream(ctx context.Context, body io.Reader, emit func([]byte) error) (failure string) {
+	ctx = p.within(ctx)
 	r := p.relay(ctx, body)
 	for {
 		out, err := r.Next()
@@ -164,6 +165,7 @@ var errAborted = errors.New("the stream ended before the answer did")
 
 // Chunks starts the relay of an SSE answer the door is shown in chunks.
 func (p *Plan) Chunks(ctx context.Context) *Chunks {
+	ctx = p.within(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	c := &Chunks{chunks: make(chan []byte), want: make(chan struct{}), done: make(chan struct{}),
 		stop: make(chan struct{}), cancel: cancel}

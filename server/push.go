@@ -3,6 +3,8 @@ package server
 import (
 	"log/slog"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/proxy/push"
@@ -14,7 +16,7 @@ import (
 // the task and context ids and the receiver's host (never the token or the
 // full URL). With a work queue, every notification is kept there until its
 // outcome, under holder's lease, and what nobody holds is resumed.
-func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink, q task.WorkQueue, holder string) *push.Deliverer {
+func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink, q task.WorkQueue, holder string, tracer trace.Tracer) *push.Deliverer {
 	if cfg.Push.Disabled {
 		return nil
 	}
@@ -26,7 +28,7 @@ func newDeliverer(cfg *config.Config, log *slog.Logger, sink events.Sink, q task
 		Client: guard.Client(p.AttemptTimeout, p.MaxResponseBytes), Logger: log, Events: sink,
 		OnAttempt: func(r push.Result) { logDelivery(log, "push delivery attempt", r) },
 		OnResult:  func(r push.Result) { logDelivery(log, "push delivery", r) },
-		Queue:     q, Holder: holder, Lease: cfg.Store.WorkLease,
+		Queue:     q, Holder: holder, Lease: cfg.Store.WorkLease, Tracer: tracer,
 	})
 }
 

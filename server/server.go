@@ -36,6 +36,8 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/download"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -46,6 +48,7 @@ import (
 	"github.com/writ-authz/writ/proxy/follow"
 	"github.com/writ-authz/writ/proxy/push"
 	"github.com/writ-authz/writ/task"
+	"github.com/writ-authz/writ/tracing"
 )
 
 // Server is a running writ. Its methods are safe for concurrent use.
@@ -75,9 +78,11 @@ type Server struct {
 	dlog           *decisionlog.Log
 	push           *push.Deliverer // nil when push is left to the agents or Options gave a notifier
 	core           *proxy.Core
-	metrics        *metrics.Metrics
-	admin          *httpListener
-	doors          []Door // in opening order
+	// tracing is the tracer provider (tracing.Off when tracing: is absent).
+	tracing *tracing.Provider
+	metrics *metrics.Metrics
+	admin   *httpListener
+	doors   []Door // in opening order
 	// listener is WithListener's, until the sidecar takes it.
 	listener net.Listener
 
@@ -191,7 +196,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *Server, er
 		}
 	}()
 	for _, start := range []func(context.Context) error{
-		s.startIdentity, s.startPolicy, s.startStore, s.startDecisionLog, s.startPush,
+		s.startTracing, s.startIdentity, s.startPolicy, s.startStore, s.startDecisionLog, s.startPush,
 		s.startCore, s.startMetrics, s.startAdmin, s.startDoors,
 	} {
 		if err := start(ctx); err != nil {
@@ -206,6 +211,31 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *Server, er
 // started records how a part that has started is stopped.
 func (s *Server) started(component string, f func(ctx context.Context) error) {
 	s.stops = append(s.stops, stop{component: component, stop: f})
+}
+
+// startTracing builds the tracer provider first, so that it stops last:
+// the spans of everything the other parts do while they stop are exported
+// (flushed) before writ exits.
+func (s *Server) startTracing(context.Context) error {
+	p, err := tracing.New(s.cfg.Tracing, s.log)
+	if err != nil {
+		return err
+	}
+	s.tracing = p
+	if p.On() {
+		s.errs.add(componentTracing)
+		s.started(componentTracing, p.Shutdown)
+	}
+	return nil
+}
+
+// tracer is the tracer the core and push take: nil when tracing is off, so
+// that they do no tracing work at all.
+func (s *Server) tracer() trace.Tracer {
+	if !s.tracing.On() {
+		return nil
+	}
+	return s.tracing.Tracer()
 }
 
 func (s *Server) startIdentity(context.Context) error {
@@ -322,7 +352,7 @@ func (s *Server) startPush(context.Context) error {
 	if s.opts.notifier != nil {
 		return nil
 	}
-	s.push = newDeliverer(s.cfg, s.log, s.bus, s.store.queue, s.holder)
+	s.push = newDeliverer(s.cfg, s.log, s.bus, s.store.queue, s.holder, s.tracer())
 	if s.push == nil {
 		return nil
 	}
@@ -342,9 +372,12 @@ func (s *Server) startCore(context.Context) error {
 		return err
 	}
 	s.startShadow()
-	core, err := proxy.New(s.cfg, proxy.Deps{Identity: s.ident, Engine: s.decider(), Store: s.store, Logger: s.log,
-		Transport: s.opts.transport, Events: s.bus, Push: s.notifier(), Inputs: inputs,
-		Follow: follow.New(follow.Options{Store: s.store, Lifecycle: s.cfg.Lifecycle, Logger: s.log, Work: work})})
+	// The store's calls are spans of the requests (and followed tasks) that
+	// make them; the metrics and the admin API read it untraced.
+	st := s.tracing.Store(s.store, s.cfg.Store.Kind)
+	core, err := proxy.New(s.cfg, proxy.Deps{Identity: s.ident, Engine: s.decider(), Store: st, Logger: s.log,
+		Transport: s.opts.transport, Events: s.bus, Push: s.notifier(), Inputs: inputs, Tracer: s.tracer(),
+		Follow: follow.New(follow.Options{Store: st, Lifecycle: s.cfg.Lifecycle, Logger: s.log, Work: work})})
 	if err != nil {
 		return err
 	}
@@ -602,6 +635,8 @@ const (
 	componentDecisionLog  = "decision_log"
 	componentPush         = "push"
 	componentAdmin        = "admin"
+	// componentTracing counts a flush of the spans at shutdown that failed.
+	componentTracing = "tracing"
 )
 
 // componentErrors counts the errors of each component writ runs; it is the

@@ -82,6 +82,8 @@ func TestImportGraph(t *testing.T) {
 		{"internal/jsonstr", func(string) bool { return false }, "the JSON string escaper is a leaf: the encoders of the log and of the input share it"},
 		{"decisionlog", func(d string) bool { return d == "task" || d == "events" || d == "config" || d == "internal/jsonstr" },
 			"an observer imports events, never the core"},
+		{"tracing", func(d string) bool { return d == "task" || d == "config" },
+			"the tracer setup and the store's spans sit on config and the kernel: the core takes a trace.Tracer, never this package"},
 		{"report", func(d string) bool {
 			return d == "task" || d == "events" || d == "config" || d == "decisionlog" || d == "internal/jsonstr"
 		}, "an observer imports events, never the core"},
@@ -118,7 +120,7 @@ func TestImportGraph(t *testing.T) {
 		}
 	}
 	// The decision engine (OPA) stays out of configuration and the observers.
-	for _, p := range []string{"config", "events", "metrics", "decisionlog", "report", "task", "adapters", "adapters/names", "authz/inputpaths"} {
+	for _, p := range []string{"config", "events", "metrics", "decisionlog", "report", "task", "adapters", "adapters/names", "authz/inputpaths", "tracing"} {
 		for _, d := range all[p] {
 			if strings.HasPrefix(d, "github.com/open-policy-agent/") {
 				t.Errorf("%s depends on %s", p, d)

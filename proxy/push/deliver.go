@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/task"
@@ -46,6 +48,11 @@ type Notification struct {
 	// per-owner share of the workers; "" names none (the host's share alone
 	// applies).
 	Owner string
+	// Trace is the W3C trace context (the propagator's fields) of the
+	// request whose answer raised the notification: each attempt's span is
+	// its child, and the receiver gets the attempt's context. nil: each
+	// attempt starts a trace (with DelivererConfig.Tracer set).
+	Trace map[string]string
 }
 
 // Result is the final outcome of one notification, given to OnResult.
@@ -117,6 +124,10 @@ type DelivererConfig struct {
 	Holder string
 	// Lease is how long an unrenewed lease lasts (default 30s).
 	Lease time.Duration
+	// Tracer, when set, makes a span of every attempt (writ.push: the
+	// receiver's host, the attempt's number, its status) and sends the
+	// attempt's W3C trace context to the receiver; nil traces nothing.
+	Tracer trace.Tracer
 }
 
 // ErrQueueFull is returned by Enqueue when the queue is at its cap.
@@ -551,6 +562,11 @@ func (d *Deliverer) attempt(j *job) (r Result, retry bool) {
 	r = Result{N: j.n, Attempts: j.attempts}
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.AttemptTimeout)
 	defer cancel()
+	if d.cfg.Tracer != nil {
+		var span trace.Span
+		ctx, span = d.startAttempt(ctx, j)
+		defer func() { endAttempt(span, r) }()
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, j.n.URL, bytes.NewReader(j.n.Body))
 	if err != nil {
 		r.Err = &RefusedError{Host: hostOf(j.n.URL), Reason: ReasonUnparseable}
@@ -576,6 +592,9 @@ func (d *Deliverer) attempt(j *job) (r Result, retry bool) {
 	if !wire.HeaderValue(ct) {
 		r.Err = &RefusedError{Host: hostOf(j.n.URL), Reason: ReasonHeaderValue}
 		return r, false
+	}
+	if d.cfg.Tracer != nil {
+		injectTrace(ctx, req.Header)
 	}
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {

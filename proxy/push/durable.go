@@ -49,11 +49,13 @@ type storedNotification struct {
 	Body        []byte      `json:"body"`
 	Seq         uint64      `json:"seq"`
 	Owner       string      `json:"owner,omitempty"`
+	// Trace is the W3C trace context of the request that raised it.
+	Trace map[string]string `json:"trace,omitempty"`
 }
 
 func encodeNotification(n Notification) []byte {
 	raw, _ := json.Marshal(storedNotification{V: 1, TaskID: n.TaskID, ContextID: n.ContextID, URL: n.URL,
-		Header: n.Header, ContentType: n.ContentType, Body: n.Body, Seq: n.Seq, Owner: n.Owner})
+		Header: n.Header, ContentType: n.ContentType, Body: n.Body, Seq: n.Seq, Owner: n.Owner, Trace: n.Trace})
 	return raw
 }
 
@@ -68,7 +70,7 @@ func decodeNotification(w task.Work) (Notification, error) {
 		return Notification{}, errUnknownPayload
 	}
 	return Notification{TaskID: s.TaskID, ContextID: s.ContextID, URL: s.URL, Header: s.Header,
-		ContentType: s.ContentType, Body: s.Body, Seq: s.Seq, ID: w.ID, Owner: s.Owner}, nil
+		ContentType: s.ContentType, Body: s.Body, Seq: s.Seq, ID: w.ID, Owner: s.Owner, Trace: s.Trace}, nil
 }
 
 // remove takes a finished notification out of the work queue, unless it was

@@ -18,12 +18,15 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2asrv"
 	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/otlptest"
@@ -64,7 +67,9 @@ func (echoExecutor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q ev
 	return q.Write(ctx, ev)
 }
 
-func (echoExecutor) Cancel(context.Context, *a2asrv.RequestContext, eventqueue.Queue) error { return nil }
+func (echoExecutor) Cancel(context.Context, *a2asrv.RequestContext, eventqueue.Queue) error {
+	return nil
+}
 
 func startTracedAgent(t *testing.T, collector string) *tracedAgent {
 	t.Helper()
@@ -422,5 +427,42 @@ func TestTracingOffByDefault(t *testing.T) {
 		if _, ok := l["trace_id"]; ok {
 			t.Errorf("a decision line with trace_id while tracing is off: %v", l)
 		}
+	}
+}
+
+// TestEnvoyCheckReadsTraceContext: behind Envoy, the trace context is the
+// one Envoy forwards in the request headers of its check: writ's admit
+// span (writ.mode ext_authz) is its child.
+func TestEnvoyCheckReadsTraceContext(t *testing.T) {
+	recv := otlptest.Start(t)
+	cfg := seed(t, func(c *config.Config) {
+		c.Envoy.GRPCListen = "127.0.0.1:0"
+		c.Tracing = tracingOn(recv.GRPCAddr)
+	})
+	s, err := New(t.Context(), cfg, WithLogger(quiet()), WithoutPolicyTests())
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("passthrough:///"+s.ListenerAddr("envoy.grpc_listen"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"jsonrpc":"2.0","id":1,"method":"message/send","params":{"message":{"kind":"message","messageId":"m-1","role":"user","parts":[{"kind":"text","text":"` + secretText + `"}]}}}`
+	resp, err := authv3.NewAuthorizationClient(conn).Check(t.Context(), &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+		ContextExtensions: map[string]string{"writ-agent": "sanctions-screening-agent"},
+		Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+			Method: http.MethodPost, Path: "/", Host: "writ.test", Protocol: "HTTP/1.1", Scheme: "http",
+			Headers: map[string]string{":method": http.MethodPost, ":path": "/", ":authority": "writ.test",
+				"content-type": "application/json", "authorization": "Bearer " + benchToken(t),
+				"traceparent": callerParent, "tracestate": callerState},
+			RawBody: []byte(body), Size: int64(len(body))}}}})
+	if err != nil || resp.GetOkResponse() == nil {
+		t.Fatalf("check: %v %v", resp, err)
+	}
+	shutdown(t, s)
+	admit := oneSpan(t, recv.Wait(t, func(ss []otlptest.Span) bool { return len(otlptest.Named(ss, "writ.admit")) == 1 }), "writ.admit")
+	if admit.TraceID() != callerTraceID || admit.Parent() != callerSpanID || admit.Attr("writ.mode") != "ext_authz" {
+		t.Errorf("admit: trace %s parent %s mode %q, want the trace context Envoy forwarded", admit.TraceID(), admit.Parent(), admit.Attr("writ.mode"))
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/writ-authz/writ/internal/docrun"
 )
 
 // tracingDoc is good with a tracing: section added.
@@ -77,5 +79,25 @@ func TestTracingValidation(t *testing.T) {
 	}
 	if _, err := Parse([]byte(tracingDoc("tracing: {endpoint: 'c:4317', headers: [{name: x-api-key, value_env: WRIT_TEST_OTLP_KEY}, {name: authorization, value_file: /run/secrets/otlp}]}\n"))); err != nil {
 		t.Errorf("headers from env and file: %v", err)
+	}
+}
+
+// TestFleetTracingExampleLoads: docs/fleet.md's tracing: example, as
+// printed, loads with the values the page says.
+func TestFleetTracingExampleLoads(t *testing.T) {
+	blocks := docrun.Section(t, "../docs/fleet.md", "fleet-tracing")
+	if len(blocks) != 1 {
+		t.Fatalf("%d blocks", len(blocks))
+	}
+	t.Setenv("OTEL_TENANT", "payments")
+	doc := "agents:\n  - {name: a, upstream: 'http://127.0.0.1:9101', max_data_classification: internal, security_schemes: [oauth2]}\n" + blocks[0].Text
+	c, err := Parse([]byte(doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Tracing
+	if tr == nil || tr.Exporter != TracingOTLPGRPC || tr.Endpoint != "otel-collector.observability:4317" || tr.Ratio() != 0.25 ||
+		tr.ServiceName != "writ-payments" || len(tr.Headers) != 2 || tr.TLS == nil || tr.TLS.CAFile != "/etc/writ/otel-ca.pem" {
+		t.Errorf("the example loads as %+v", tr)
 	}
 }

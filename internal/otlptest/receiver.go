@@ -68,16 +68,26 @@ type Receiver struct {
 	// GRPCAddr and HTTPAddr are the listeners' host:port.
 	GRPCAddr, HTTPAddr string
 
+	// discard keeps only the count of spans (StartDiscarding).
+	discard bool
+
 	mu      sync.Mutex
+	count   int
 	spans   []Span
 	raw     [][]byte
 	headers []map[string][]string
 }
 
 // Start starts a receiver on 127.0.0.1, stopped at the test's end.
-func Start(t testing.TB) *Receiver {
+func Start(t testing.TB) *Receiver { return start(t, &Receiver{}) }
+
+// StartDiscarding starts a receiver that counts the spans it receives and
+// keeps nothing else: for benchmarks, where keeping every span would be
+// the receiver's cost, not the exporter's.
+func StartDiscarding(t testing.TB) *Receiver { return start(t, &Receiver{discard: true}) }
+
+func start(t testing.TB, r *Receiver) *Receiver {
 	t.Helper()
-	r := &Receiver{}
 	gln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +111,10 @@ func Start(t testing.TB) *Receiver {
 
 // Export implements the OTLP/gRPC trace service.
 func (r *Receiver) Export(ctx context.Context, req *coltracepb.ExportTraceServiceRequest) (*coltracepb.ExportTraceServiceResponse, error) {
+	if r.discard {
+		r.countOf(req)
+		return &coltracepb.ExportTraceServiceResponse{}, nil
+	}
 	md, _ := metadata.FromIncomingContext(ctx)
 	raw, err := proto.Marshal(req)
 	if err != nil {
@@ -150,6 +164,25 @@ func (r *Receiver) keep(req *coltracepb.ExportTraceServiceRequest, raw []byte, h
 			}
 		}
 	}
+}
+
+func (r *Receiver) countOf(req *coltracepb.ExportTraceServiceRequest) {
+	n := 0
+	for _, rs := range req.GetResourceSpans() {
+		for _, ss := range rs.GetScopeSpans() {
+			n += len(ss.GetSpans())
+		}
+	}
+	r.mu.Lock()
+	r.count += n
+	r.mu.Unlock()
+}
+
+// Count is the number of spans received so far.
+func (r *Receiver) Count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.count + len(r.spans)
 }
 
 // Spans returns the spans received so far.

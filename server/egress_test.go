@@ -15,13 +15,15 @@ import (
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/devidp"
+	"github.com/writ-authz/writ/internal/otlptest"
 	"github.com/writ-authz/writ/sts"
 )
 
 // TestServeEgress: egress.listen starts the egress door beside the sidecar:
 // a call the agent makes while serving an inbound request (Writ-Parent: the
 // decision id writ gave it) goes out with writ sts's token for the target;
-// shutdown closes the listener.
+// shutdown closes the listener. With tracing on, the call's own trace
+// context goes on to the target as the egress forward's.
 func TestServeEgress(t *testing.T) {
 	chdirRoot(t)
 	dir := t.TempDir()
@@ -48,8 +50,19 @@ func TestServeEgress(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = s.Shutdown(context.Background()) })
 
+	for _, traced := range []bool{false, true} {
+		t.Run(fmt.Sprintf("traced=%t", traced), func(t *testing.T) {
+			serveEgress(t, idp, s, secret, traced)
+		})
+	}
+}
+
+// serveEgress is TestServeEgress's run, with tracing off or on. On, the
+// call's trace context (the agent's traceparent) is the egress admit
+// span's parent, and the target gets the egress forward's context.
+func serveEgress(t *testing.T, idp *devidp.Provider, s *sts.Server, secret string, traced bool) {
 	var mu sync.Mutex
-	var decisionID, outbound string
+	var decisionID, outbound, traceparent string
 	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		decisionID = r.Header.Get("Writ-Decision-Id")
@@ -61,6 +74,7 @@ func TestServeEgress(t *testing.T) {
 	raw := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		outbound = r.Header.Get("Authorization")
+		traceparent = r.Header.Get("Traceparent")
 		mu.Unlock()
 		w.Header().Set("Content-Type", "application/json")
 		fmt.Fprint(w, `{"jsonrpc":"2.0","id":1,"result":{"task":{"id":"r-1","contextId":"c-2","status":{"state":"TASK_STATE_COMPLETED"}}}}`)
@@ -84,6 +98,11 @@ egress:
 	if err != nil {
 		t.Fatal(err)
 	}
+	var recv *otlptest.Receiver
+	if traced {
+		recv = otlptest.Start(t)
+		cfg.Tracing = tracingOn(recv.GRPCAddr)
+	}
 	w, err := New(t.Context(), cfg, WithLogger(quiet()))
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +125,7 @@ egress:
 		}
 		if parent != "" {
 			req.Header.Set("Writ-Parent", parent)
+			req.Header.Set("Traceparent", callerParent)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -132,5 +152,29 @@ egress:
 	shutdown(t, w)
 	if _, err := http.Get("http://" + addr + "/to/raw/"); err == nil {
 		t.Fatal("the egress listener still answers after shutdown")
+	}
+	if !traced {
+		if traceparent != callerParent {
+			t.Errorf("tracing off: the target got traceparent %q, not the agent's as it sent it", traceparent)
+		}
+		return
+	}
+	spans := recv.Wait(t, func(ss []otlptest.Span) bool { return len(otlptest.Named(ss, "writ.forward")) == 2 })
+	var admit, forward otlptest.Span
+	for _, sp := range otlptest.Named(spans, "writ.admit") {
+		if sp.Attr("writ.mode") == "egress" {
+			admit = sp
+		}
+	}
+	for _, sp := range otlptest.Named(spans, "writ.forward") {
+		if sp.Parent() == admit.ID() {
+			forward = sp
+		}
+	}
+	if admit.Span == nil || admit.TraceID() != callerTraceID || admit.Parent() != callerSpanID || forward.Span == nil {
+		t.Fatalf("the egress call's admit span %v (want the child of the agent's %s), forward %v", admit.Span, callerSpanID, forward.Span)
+	}
+	if want := "00-" + callerTraceID + "-" + forward.ID() + "-01"; traceparent != want {
+		t.Errorf("the target got traceparent %q, want the egress forward's %q", traceparent, want)
 	}
 }

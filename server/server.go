@@ -217,7 +217,7 @@ func (s *Server) started(component string, f func(ctx context.Context) error) {
 // the spans of everything the other parts do while they stop are exported
 // (flushed) before writ exits.
 func (s *Server) startTracing(context.Context) error {
-	p, err := tracing.New(s.cfg.Tracing, s.log)
+	p, err := tracing.New(s.cfg.Tracing, s.log, func() { s.errs.inc(componentTracing) })
 	if err != nil {
 		return err
 	}
@@ -635,7 +635,8 @@ const (
 	componentDecisionLog  = "decision_log"
 	componentPush         = "push"
 	componentAdmin        = "admin"
-	// componentTracing counts a flush of the spans at shutdown that failed.
+	// componentTracing counts the span exports that failed (the collector
+	// down or refusing), and a flush at shutdown that did not finish.
 	componentTracing = "tracing"
 )
 

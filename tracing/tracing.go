@@ -48,8 +48,10 @@ func Off() *Provider { return &Provider{tracer: noop.NewTracerProvider().Tracer(
 // New builds the provider cfg describes (nil: Off). Header values are read
 // from their files and environment variables here; an error names the key.
 // The exporter connects lazily: a collector that is down does not stop the
-// start, its failed exports are logged (log) and counted (Failures).
-func New(cfg *config.Tracing, log *slog.Logger) (*Provider, error) {
+// start, its failed exports are logged (log), counted (Failures) and
+// reported to failed (nil: none), which writ counts in
+// writ_component_errors_total{component="tracing"}.
+func New(cfg *config.Tracing, log *slog.Logger, failed func()) (*Provider, error) {
 	if cfg == nil {
 		return Off(), nil
 	}
@@ -97,7 +99,7 @@ func New(cfg *config.Tracing, log *slog.Logger) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracing: the %s exporter: %w", cfg.Exporter, err)
 	}
-	exp := &exporter{SpanExporter: inner, log: log, endpoint: cfg.Endpoint}
+	exp := &exporter{SpanExporter: inner, log: log, endpoint: cfg.Endpoint, onFailure: failed}
 	b := cfg.Batch
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp, sdktrace.WithMaxQueueSize(b.MaxQueueSize), sdktrace.WithMaxExportBatchSize(b.MaxExportBatchSize),
@@ -142,14 +144,18 @@ func (p *Provider) Shutdown(ctx context.Context) error {
 // own.
 type exporter struct {
 	sdktrace.SpanExporter
-	log      *slog.Logger
-	endpoint string
-	failed   atomic.Uint64
+	log       *slog.Logger
+	endpoint  string
+	onFailure func()
+	failed    atomic.Uint64
 }
 
 func (e *exporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
 	err := e.SpanExporter.ExportSpans(ctx, spans)
 	if err != nil {
+		if e.onFailure != nil {
+			e.onFailure()
+		}
 		// Log the 1st, 2nd, 4th, 8th... failure: a collector that is down
 		// must not become a log flood.
 		if n := e.failed.Add(1); bits.OnesCount64(n) == 1 {

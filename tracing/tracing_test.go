@@ -3,9 +3,12 @@ package tracing
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,7 +40,7 @@ func TestExportersAndHeaders(t *testing.T) {
 	for exporter, addr := range map[string]string{config.TracingOTLPGRPC: recv.GRPCAddr, config.TracingOTLPHTTP: recv.HTTPAddr} {
 		cfg := on(exporter, addr)
 		cfg.Headers = []config.TracingHeader{{Name: "X-Api-Key", ValueFile: key}, {Name: "x-tenant", ValueEnv: "WRIT_TEST_OTLP_TENANT"}}
-		p, err := New(cfg, nil)
+		p, err := New(cfg, nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,7 +74,7 @@ func TestExportersAndHeaders(t *testing.T) {
 func TestHeaderErrorsNameTheKey(t *testing.T) {
 	cfg := on(config.TracingOTLPGRPC, "127.0.0.1:4317")
 	cfg.Headers = []config.TracingHeader{{Name: "x-api-key", ValueFile: filepath.Join(t.TempDir(), "missing")}}
-	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "tracing.headers[0].value_file") {
+	if _, err := New(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "tracing.headers[0].value_file") {
 		t.Errorf("a missing header file: %v", err)
 	}
 	two := filepath.Join(t.TempDir(), "two-lines")
@@ -79,12 +82,12 @@ func TestHeaderErrorsNameTheKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Headers[0].ValueFile = two
-	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "tracing.headers[0]") || strings.Contains(err.Error(), "a-secret") {
+	if _, err := New(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "tracing.headers[0]") || strings.Contains(err.Error(), "a-secret") {
 		t.Errorf("a two-line value: %v", err)
 	}
 	cfg.Headers = nil
 	cfg.Insecure, cfg.TLS = false, &config.TracingTLS{CAFile: filepath.Join(t.TempDir(), "none.pem")}
-	if _, err := New(cfg, nil); err == nil || !strings.Contains(err.Error(), "tracing.tls.ca_file") {
+	if _, err := New(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "tracing.tls.ca_file") {
 		t.Errorf("a missing CA file: %v", err)
 	}
 }
@@ -92,7 +95,7 @@ func TestHeaderErrorsNameTheKey(t *testing.T) {
 // TestOffIsTheStoreItself: tracing off, Store returns the store as given
 // (no wrapper on the request path) and the tracer makes no spans.
 func TestOffIsTheStoreItself(t *testing.T) {
-	p, err := New(nil, nil)
+	p, err := New(nil, nil, nil)
 	if err != nil || p.On() {
 		t.Fatalf("off: %v %v", p.On(), err)
 	}
@@ -114,7 +117,7 @@ func TestOffIsTheStoreItself(t *testing.T) {
 // holds the error's class, never its text.
 func TestStoreSpans(t *testing.T) {
 	recv := otlptest.Start(t)
-	p, err := New(on(config.TracingOTLPGRPC, recv.GRPCAddr), nil)
+	p, err := New(on(config.TracingOTLPGRPC, recv.GRPCAddr), nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,4 +177,25 @@ type failing struct{ task.Store }
 
 func (failing) Get(context.Context, task.Ref) (task.Record, bool, error) {
 	return task.Record{}, false, errors.Join(task.ErrUnavailable, errors.New("dial tcp 10.0.0.7:6379: connection refused"))
+}
+
+// TestFailedExportsAreCounted: a collector that refuses the spans costs
+// them, never a request: each failed export is counted and reported (writ
+// counts it under writ_component_errors_total{component="tracing"}).
+func TestFailedExportsAreCounted(t *testing.T) {
+	refusing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "no", http.StatusBadRequest)
+	}))
+	defer refusing.Close()
+	var reported atomic.Int32
+	p, err := New(on(config.TracingOTLPHTTP, strings.TrimPrefix(refusing.URL, "http://")), nil, func() { reported.Add(1) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := p.Tracer().Start(context.Background(), "lost")
+	span.End()
+	_ = p.Shutdown(context.Background()) // the flush's export fails: what it returns is the SDK's
+	if p.Failures() != 1 || reported.Load() != 1 {
+		t.Errorf("failures %d, reported %d; want 1 and 1", p.Failures(), reported.Load())
+	}
 }

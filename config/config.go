@@ -44,6 +44,10 @@ type Config struct {
 	// off the request's path, and never part of the answer; where the two
 	// disagree is logged and counted. Empty (the default): no shadow.
 	PoliciesShadow []string `yaml:"policies_shadow" writ:"path"`
+	// PolicyBundleShadow takes the shadow set from an OPA bundle service
+	// instead (exclusive with PoliciesShadow; the same keys as
+	// policy_bundle:, and the same gate).
+	PolicyBundleShadow *PolicyBundle `yaml:"policy_bundle_shadow"`
 	// ShadowQueue bounds the shadow evaluations waiting for the shadow's
 	// worker (default DefaultShadowQueue, at most MaxShadowQueue): when it
 	// is full an evaluation is dropped and counted, never waited for.
@@ -569,6 +573,7 @@ func (c *Config) applyDefaults() {
 		p.MaxConfigsPerOwner = 1000
 	}
 	c.PolicyBundle.applyDefaults()
+	c.PolicyBundleShadow.applyDefaults()
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -742,7 +747,11 @@ func (c *Config) Validate() error {
 	c.Envoy.validate(c, bad)
 	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
-	c.PolicyBundle.validate(c, bad)
+	c.PolicyBundle.validate("policy_bundle", "policies", len(c.Policies) > 0, bad)
+	c.PolicyBundleShadow.validate("policy_bundle_shadow", "policies_shadow", len(c.PoliciesShadow) > 0, bad)
+	if b, sb := c.PolicyBundle, c.PolicyBundleShadow; b != nil && sb != nil && b.PersistDir != "" && filepath.Clean(b.PersistDir) == filepath.Clean(sb.PersistDir) {
+		bad("policy_bundle_shadow.persist_dir", "must differ from policy_bundle.persist_dir (%s): each keeps its own last good bundle", b.PersistDir)
+	}
 	c.Log.validate(bad)
 	c.TLS.validate(bad)
 	for i, p := range c.Policies {

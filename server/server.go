@@ -32,10 +32,8 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/download"
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
@@ -58,13 +56,9 @@ type Server struct {
 	policy   *authz.Policy // the policy loaded at start
 	engine   *authz.Engine
 	reloader *authz.Reloader // nil with the policies embedded in writ
-	// bundle and downloader are policy_bundle's source and OPA's
-	// downloader of it (nil without policy_bundle:).
-	bundle     *bundleSource
-	downloader *download.Downloader
-	// bundleLive is set once the reloader exists and the downloader polls:
-	// before, an update (the start's one download) is only offered.
-	bundleLive atomic.Bool
+	// bundle and shadowBundle feed the live and the shadow set from a
+	// bundle service (nil without policy_bundle: / policy_bundle_shadow:).
+	bundle, shadowBundle *bundleFeed
 	// The shadow policy set (policies_shadow:), all nil without one.
 	shadowEngine   *authz.Engine
 	shadowReloader *authz.Reloader
@@ -226,7 +220,7 @@ func (s *Server) startPolicy(ctx context.Context) error {
 	}
 	opt.SkipTests = s.opts.skipPolicyTests
 	if s.cfg.PolicyBundle != nil {
-		if s.policy, err = s.firstBundle(ctx, opt); err != nil {
+		if s.bundle, s.policy, err = s.firstBundle(ctx, "policy_bundle", s.cfg.PolicyBundle, opt); err != nil {
 			return err
 		}
 	} else if s.policy, err = loadPolicy(ctx, s.cfg, opt); err != nil {
@@ -239,7 +233,8 @@ func (s *Server) startPolicy(ctx context.Context) error {
 	// (the admin API answers a reload request 503, and Reload says why).
 	switch {
 	case s.bundle != nil:
-		s.reloader = authz.NewSourceReloader(s.engine, s.bundle.load, opt, s.log)
+		s.reloader = authz.NewSourceReloader(s.engine, s.bundle.src.load, opt, s.log)
+		s.bundle.reloader = s.reloader
 		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
 		s.errs.add(componentPolicyBundle)
 	case !s.cfg.EmbeddedPolicies():
@@ -386,12 +381,14 @@ func (s *Server) startMetrics(context.Context) error {
 // Shutdown.
 func (s *Server) startWatch() {
 	rls := s.reloaders()
-	if s.downloader != nil {
-		// OPA's downloader polls (or long-polls) the live set until
-		// Shutdown stops it: only a shadow set's files are watched.
-		s.bundleLive.Store(true)
-		s.downloader.Start(context.Background())
-		rls = slices.DeleteFunc(rls, func(r *authz.Reloader) bool { return r == s.reloader })
+	for _, f := range []*bundleFeed{s.bundle, s.shadowBundle} {
+		if f == nil {
+			continue
+		}
+		// OPA's downloader polls (or long-polls) a bundle set until
+		// Shutdown stops it: only a set of files is watched.
+		f.start()
+		rls = slices.DeleteFunc(rls, func(r *authz.Reloader) bool { return r == f.reloader })
 	}
 	if len(rls) == 0 {
 		return
@@ -428,7 +425,7 @@ func (s *Server) logStart() {
 	s.warnDevelopmentIdentity()
 	s.log.Info("writ is serving", "listen", s.Addr(), "url", s.URL(), "admin", s.AdminAddr(),
 		"agents", len(s.cfg.Agents), "policies", policySource(s.cfg), "policy_revision", s.policy.Revision,
-		"policy_tests_passed", s.policy.Tests.Passed, "shadow_policies", shadowSource(s.cfg.PoliciesShadow),
+		"policy_tests_passed", s.policy.Tests.Passed, "shadow_policies", shadowSource(s.cfg),
 		"shadow_revision", s.shadowRevision(), "store", s.store.desc, "holder", s.holder, "version", s.opts.version)
 }
 
@@ -532,9 +529,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.stopWatch()
 			<-s.watched
 		}
-		if s.downloader != nil {
-			s.downloader.Stop(ctx)
-		}
+		s.bundle.stop(ctx)
+		s.shadowBundle.stop(ctx)
 		err := s.stopAll(ctx)
 		s.servedMu.Lock()
 		s.shutdownErr = errors.Join(append(s.served, err)...)

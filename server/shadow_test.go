@@ -373,7 +373,20 @@ func TestShadowGate(t *testing.T) {
 		t.Fatalf("start refused with %v", err)
 	}
 
+	// writ validate refuses it as the start does.
+	v := server.Validate(ctx, cfgFor(bad), server.ValidateOptions{Offline: true})
+	var refused bool
+	for _, f := range v.Findings {
+		refused = refused || (f.Kind == "error" && f.Key == "policies_shadow" && strings.Contains(f.Msg, "test_shadow_depth_is_two"))
+	}
+	if !refused {
+		t.Errorf("writ validate of a shadow failing its tests: %q %+v", v.Summary, v.Findings)
+	}
+
 	good := shippedWith(t, 2, map[string]string{"shadow_test.rego": failingTest})
+	if v := server.Validate(ctx, cfgFor(good), server.ValidateOptions{Offline: true}); !strings.Contains(v.Summary, "; shadow: "+good+" (revision ") {
+		t.Errorf("writ validate of a good shadow: %q %+v", v.Summary, v.Findings)
+	}
 	s, err := server.New(ctx, cfgFor(good), server.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

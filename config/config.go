@@ -455,6 +455,9 @@ type DecisionLog struct {
 	// such as input.caller.user_id or input.caller.claims.email (a list's
 	// member is masked in every element). Each line says which were masked.
 	Mask []string `yaml:"mask"`
+	// Upload, when set, ships the decisions to a collector as well, in
+	// OPA's decision-log format (config/upload.go).
+	Upload *DecisionUpload `yaml:"upload"`
 }
 
 // The decision log's checkpoint interval: its default and its bound.
@@ -574,6 +577,7 @@ func (c *Config) applyDefaults() {
 	}
 	c.PolicyBundle.applyDefaults()
 	c.PolicyBundleShadow.applyDefaults()
+	c.DecisionLog.Upload.applyDefaults()
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
@@ -720,6 +724,7 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("decision_log.mask[%d]", i), "%v", err)
 		}
 	}
+	c.DecisionLog.Upload.validate(bad)
 	if k := c.DecisionLog.SigningKeyFile; k != "" && strings.TrimSpace(k) == "" {
 		bad("decision_log.signing_key_file", "must name a file")
 	}

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"net"
@@ -30,7 +31,7 @@ type collector struct {
 	refused atomic.Int64
 }
 
-func newCollector(t *testing.T) *collector {
+func newCollector(t testing.TB) *collector {
 	t.Helper()
 	c := &collector{seen: map[string]int{}}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -219,5 +220,45 @@ func TestUploadCountsDropsAfterALongOutage(t *testing.T) {
 	})
 	if n, _ := col.received(); n >= 400 {
 		t.Errorf("%d of 400+ decisions received: nothing was dropped", n)
+	}
+}
+
+// BenchmarkDecisionUpload: one request decided through a real writ (the
+// seed's configuration, the bench token's caller), with decision_log.upload
+// off and on (to a collector on loopback, uploading every second), in the
+// same run: the upload's cost per decision.
+func BenchmarkDecisionUpload(b *testing.B) {
+	for _, mode := range []string{"off", "upload"} {
+		b.Run(mode, func(b *testing.B) {
+			col := newCollector(b)
+			cfg := seed(b, func(c *config.Config) {
+				if mode == "upload" {
+					c.DecisionLog.Upload = &config.DecisionUpload{URL: col.url, Resource: config.DefaultUploadResource, MinDelay: time.Second,
+						MaxDelay: time.Second, BufferBytes: config.DefaultUploadBufferBytes, ChunkBytes: config.DefaultUploadChunkBytes,
+						Queue: config.DefaultUploadQueue}
+				}
+			})
+			tok, err := os.ReadFile("testdata/identity/bench_token.txt")
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := New(b.Context(), cfg, WithLogger(quiet()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer func() { _ = s.Shutdown(context.Background()) }()
+			client := &http.Client{}
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodPost, s.URL()+"/", strings.NewReader(sendBody))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
 	}
 }

@@ -52,6 +52,12 @@ type Config struct {
 	// worker (default DefaultShadowQueue, at most MaxShadowQueue): when it
 	// is full an evaluation is dropped and counted, never waited for.
 	ShadowQueue int `yaml:"shadow_queue"`
+	// Labels name this writ in the fleet: on every uploaded decision and in
+	// its status document (beside writ's own app, id and version).
+	Labels map[string]string `yaml:"labels"`
+	// Status uploads the status document to a status service (nil: served
+	// on the admin listener only; config/status.go).
+	Status *Status `yaml:"status"`
 	// DryRun lets every request through and logs what the policy would deny.
 	DryRun bool `yaml:"dry_run"`
 	// DecisionCacheSize bounds the decision cache (default 10000; -1 disables).
@@ -725,6 +731,8 @@ func (c *Config) Validate() error {
 		}
 	}
 	c.DecisionLog.Upload.validate(bad)
+	c.Status.validate(bad)
+	validateLabels(c.Labels, bad)
 	if k := c.DecisionLog.SigningKeyFile; k != "" && strings.TrimSpace(k) == "" {
 		bad("decision_log.signing_key_file", "must name a file")
 	}

@@ -40,3 +40,23 @@ func TestDecisionUploadValidation(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusAndLabelsValidation: each wrong status: or labels: value is
+// refused with its key and why.
+func TestStatusAndLabelsValidation(t *testing.T) {
+	for doc, want := range map[string]string{
+		"status: {url: 'ftp://s'}\n":                         "status.url: must be the status service's http(s) URL",
+		"status: {url: 'http://s', partition_name: 'a/b'}\n": "status.partition_name: must be one path segment",
+		"labels: {'9lives': x}\n":                            "labels: \"9lives\": a label's name is",
+		"labels: {version: x}\n":                             "labels.version: is writ's own label",
+		"labels: {writ_version: x}\n":                        "labels.writ_version: is writ's own label",
+	} {
+		_, err := Parse([]byte(strings.Replace(good, "policies: [../policies]\n", doc, 1)))
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+		}
+	}
+	if _, err := Parse([]byte(strings.Replace(good, "policies: [../policies]\n", "labels: {cluster: dxb-1}\nstatus: {url: 'https://status.bank.example', partition_name: edge}\n", 1))); err != nil {
+		t.Errorf("good status and labels: %v", err)
+	}
+}

@@ -45,7 +45,7 @@ type Sources struct {
 	Shadow interface {
 		Tally() (agree, disagree, errored, dropped uint64)
 	}
-	// Upload gives decision_log.upload's counts (decisionupload.Uploader;
+	// Upload gives decision_log.upload's counts (fleet.Plugins;
 	// only with the key set).
 	Upload interface{ UploadTally() UploadTally }
 	// Lifecycle gives the lifecycle store errors the core met, and the store

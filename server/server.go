@@ -38,7 +38,7 @@ import (
 	"github.com/writ-authz/writ/authz/identity"
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
-	"github.com/writ-authz/writ/decisionupload"
+	"github.com/writ-authz/writ/fleet"
 	"github.com/writ-authz/writ/events"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
@@ -68,7 +68,8 @@ type Server struct {
 	store          *lifecycleStore
 	holder         string
 	dlog           *decisionlog.Log
-	upload         *decisionupload.Uploader // nil without decision_log.upload:
+	fleet          *fleet.Plugins // the status document, and decision_log.upload's shipping
+	activations    activations    // when each policy set's revision began serving
 	push           *push.Deliverer          // nil when push is left to the agents or Options gave a notifier
 	core           *proxy.Core
 	metrics        *metrics.Metrics
@@ -237,12 +238,12 @@ func (s *Server) startPolicy(ctx context.Context) error {
 	case s.bundle != nil:
 		s.reloader = authz.NewSourceReloader(s.engine, s.bundle.src.load, opt, s.log)
 		s.bundle.reloader = s.reloader
-		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
+		s.reloader.After = func(r authz.ReloadResult) { s.warnDevelopmentIdentity(); s.activations.reloaded("writ", r) }
 		s.errs.add(componentPolicyBundle)
 	case !s.cfg.EmbeddedPolicies():
 		s.reloader = authz.NewReloader(s.engine, s.cfg.Policies, opt, s.log)
 		// Every reload is a moment an operator reads the log: say it again.
-		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
+		s.reloader.After = func(r authz.ReloadResult) { s.warnDevelopmentIdentity(); s.activations.reloaded("writ", r) }
 		s.errs.add(componentPolicyWatch)
 	}
 	return s.startShadowPolicy(ctx, opt)
@@ -282,36 +283,7 @@ func (s *Server) startDecisionLog(context.Context) error {
 	s.errs.add(componentDecisionLog)
 	// After push (stopped before it): the last push outcomes are logged too.
 	s.started(componentDecisionLog, closeDecisionLog(dlog))
-	return s.startUpload(context.Background())
-}
-
-// startUpload starts decision_log.upload's shipping to the collector (none
-// without the key). It stops with the decision log: what the queue holds is
-// handed to OPA's plugin, which flushes within the shutdown's deadline.
-func (s *Server) startUpload(ctx context.Context) error {
-	cfg := s.cfg.DecisionLog.Upload
-	if cfg == nil {
-		return nil
-	}
-	up, err := decisionupload.New(cfg, s.log)
-	if err != nil {
-		return err
-	}
-	if err := up.Start(ctx); err != nil {
-		return err
-	}
-	s.upload = up
-	s.bus.Subscribe(up)
-	s.started(componentUpload, func(ctx context.Context) error {
-		err := up.Close(ctx)
-		if st := up.Stats(); st.Dropped+st.Failed+st.BufferDrops > 0 {
-			// Not an audit loss: the local decision log has every line.
-			s.log.Warn("decisions not shipped to the collector since the start", "queue_dropped", st.Dropped,
-				"failed", st.Failed, "buffer_drops", st.BufferDrops, "chunks_failed", st.ChunksFailed)
-		}
-		return err
-	})
-	return nil
+	return s.startFleet(context.Background())
 }
 
 // decisionInputs is how decisions carry their policy input to the decision
@@ -403,8 +375,8 @@ func (s *Server) startMetrics(context.Context) error {
 	if s.push != nil {
 		src.Push = s.push
 	}
-	if s.upload != nil {
-		src.Upload = s.upload
+	if s.fleet.Uploading() {
+		src.Upload = s.fleet
 	}
 	s.metrics = metrics.New(s.cfg.Metrics, src)
 	s.bus.Subscribe(s.metrics)
@@ -628,8 +600,9 @@ const (
 	// componentPolicyBundle counts a bundle that passed but could not be
 	// persisted in policy_bundle.persist_dir.
 	componentPolicyBundle = "policy_bundle"
-	// componentUpload is decision_log.upload's shipping to the collector.
-	componentUpload      = "decision_log_upload"
+	// componentFleet is OPA's plugins writ runs: the status document and
+	// decision_log.upload's shipping to the collector.
+	componentFleet = "fleet"
 	componentStore       = "store"
 	componentDecisionLog = "decision_log"
 	componentPush        = "push"

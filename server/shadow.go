@@ -37,9 +37,10 @@ func (s *Server) startShadowPolicy(ctx context.Context, opt authz.LoadOptions) e
 		s.shadowReloader = authz.NewSourceReloader(s.shadowEngine, s.shadowBundle.src.load, opt, log)
 		s.shadowBundle.reloader = s.shadowReloader
 		s.errs.add(componentPolicyBundle)
-		return nil
+	} else {
+		s.shadowReloader = authz.NewReloader(s.shadowEngine, s.cfg.PoliciesShadow, opt, log)
 	}
-	s.shadowReloader = authz.NewReloader(s.shadowEngine, s.cfg.PoliciesShadow, opt, log)
+	s.shadowReloader.After = func(r authz.ReloadResult) { s.activations.reloaded("writ-shadow", r) }
 	return nil
 }
 

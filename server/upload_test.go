@@ -181,7 +181,7 @@ func TestUploadExactlyOnceAcrossAnOutage(t *testing.T) {
 			t.Fatalf("the masked member left the host: caller %v, erased %v", caller, erased)
 		}
 	}
-	if st := s.upload.Stats(); st.ChunksFailed == 0 || st.ChunksUploaded == 0 || st.Dropped+st.BufferDrops+st.Failed != 0 {
+	if st := s.fleet.Stats(); st.ChunksFailed == 0 || st.ChunksUploaded == 0 || st.Dropped+st.BufferDrops+st.Failed != 0 {
 		t.Errorf("stats %+v", st)
 	}
 }
@@ -200,12 +200,12 @@ func TestUploadCountsDropsAfterALongOutage(t *testing.T) {
 	defer shutdown(t, s)
 	for range 10 {
 		sends(t, s, 40)
-		if s.upload.Stats().BufferDrops > 0 {
+		if s.fleet.Stats().BufferDrops > 0 {
 			break
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	waitFor(t, "a buffer drop", func() bool { return s.upload.Stats().BufferDrops > 0 })
+	waitFor(t, "a buffer drop", func() bool { return s.fleet.Stats().BufferDrops > 0 })
 	col.down.Store(false)
 	after := sends(t, s, 5)
 	waitFor(t, "the decisions after the outage", func() bool {

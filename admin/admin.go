@@ -69,6 +69,9 @@ type Deps struct {
 	Ready func(ctx context.Context) error
 	// Metrics is mounted at GET /metrics when set.
 	Metrics http.Handler
+	// Status, when set, gives the status document GET /v1/status serves
+	// (JSON, OPA's status shape: fleet.Plugins.Status).
+	Status func() ([]byte, error)
 	// Pprof serves /debug/pprof/ and its sub-handlers when true.
 	Pprof bool
 	// Logger records reloads asked for through the API, refused operator
@@ -137,6 +140,9 @@ func New(d Deps) http.Handler {
 	op("GET /v1/policy", a.policy)
 	op("POST /v1/policy/reload", a.reload)
 	op("GET /v1/agents/{agent}/tasks/{id}", a.task)
+	if d.Status != nil {
+		op("GET /v1/status", a.status)
+	}
 	if d.Pprof {
 		// pprof.Index also serves every named profile (heap, goroutine, …)
 		// below /debug/pprof/.
@@ -148,6 +154,18 @@ func New(d Deps) http.Handler {
 		op("GET /debug/pprof/trace", pprof.Trace)
 	}
 	return a.guard(mux)
+}
+
+// status serves the status document.
+func (a *api) status(w http.ResponseWriter, _ *http.Request) {
+	doc, err := a.d.Status()
+	if err != nil {
+		a.d.Logger.Error("admin: the status document could not be made", "error", err)
+		http.Error(w, "status unavailable", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(doc)
 }
 
 // api holds the handlers' dependencies.

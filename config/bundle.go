@@ -81,51 +81,54 @@ func (b *PolicyBundle) applyDefaults() {
 var bundleAlgorithms = []string{"RS256", "RS384", "RS512", "PS256", "PS384", "PS512",
 	"ES256", "ES384", "ES512", "HS256", "HS384", "HS512"}
 
-func (b *PolicyBundle) validate(c *Config, bad func(key, format string, args ...any)) {
+// validate checks a bundle's keys, named under key (policy_bundle or
+// policy_bundle_shadow); files says whether the set's local files key
+// (filesKey) is given as well.
+func (b *PolicyBundle) validate(key, filesKey string, files bool, bad func(key, format string, args ...any)) {
 	if b == nil {
 		return
 	}
-	if len(c.Policies) > 0 {
-		bad("policy_bundle", "policies: and policy_bundle: are exclusive: the policy comes from local files or from a bundle service, not both")
+	if files {
+		bad(key, "%s: and %s: are exclusive: the set comes from local files or from a bundle service, not both", filesKey, key)
 	}
 	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("policy_bundle.url", "must be an http(s) URL of a bundle, not %q", b.URL)
+		bad(key+".url", "must be an http(s) URL of a bundle, not %q", b.URL)
 	} else if u.Path == "" || u.Path == "/" {
-		bad("policy_bundle.url", "must name the bundle's path on the service (http://host/bundles/writ.tar.gz), not %q", b.URL)
+		bad(key+".url", "must name the bundle's path on the service (http://host/bundles/writ.tar.gz), not %q", b.URL)
 	}
-	for key, d := range map[string]time.Duration{"policy_bundle.poll_min": b.PollMin, "policy_bundle.poll_max": b.PollMax} {
+	for key, d := range map[string]time.Duration{key + ".poll_min": b.PollMin, key + ".poll_max": b.PollMax} {
 		if d < time.Second || d%time.Second != 0 {
 			bad(key, "must be a whole number of seconds, at least 1s, not %s", d)
 		}
 	}
 	if b.PollMax < b.PollMin {
-		bad("policy_bundle.poll_max", "must be at least poll_min (%s), not %s", b.PollMin, b.PollMax)
+		bad(key+".poll_max", "must be at least poll_min (%s), not %s", b.PollMin, b.PollMax)
 	}
 	if b.LongPoll < 0 || b.LongPoll%time.Second != 0 {
-		bad("policy_bundle.long_poll", "must be a whole number of seconds (0: off), not %s", b.LongPoll)
+		bad(key+".long_poll", "must be a whole number of seconds (0: off), not %s", b.LongPoll)
 	}
 	if b.MaxBytes < 1 {
-		bad("policy_bundle.max_bytes", "must be positive, not %d", b.MaxBytes)
+		bad(key+".max_bytes", "must be positive, not %d", b.MaxBytes)
 	}
 	if b.StartWait < 0 {
-		bad("policy_bundle.start_wait", "must be positive")
+		bad(key+".start_wait", "must be positive")
 	}
 	if s := b.Signing; s != nil {
 		if strings.TrimSpace(s.PublicKeyFile) == "" {
-			bad("policy_bundle.signing.public_key_file", "required: the key signed bundles verify with")
+			bad(key+".signing.public_key_file", "required: the key signed bundles verify with")
 		}
 		if strings.TrimSpace(s.KeyID) == "" {
-			bad("policy_bundle.signing.key_id", "required: the id of the key (the signature's kid)")
+			bad(key+".signing.key_id", "required: the id of the key (the signature's kid)")
 		}
 		ok := false
 		for _, a := range bundleAlgorithms {
 			ok = ok || a == s.Algorithm
 		}
 		if !ok {
-			bad("policy_bundle.signing.algorithm", "must be one of %s, not %q", strings.Join(bundleAlgorithms, ", "), s.Algorithm)
+			bad(key+".signing.algorithm", "must be one of %s, not %q", strings.Join(bundleAlgorithms, ", "), s.Algorithm)
 		}
 	}
 	if strings.TrimSpace(b.PersistDir) != b.PersistDir {
-		bad("policy_bundle.persist_dir", "%q: must name a directory, without surrounding spaces", b.PersistDir)
+		bad(key+".persist_dir", "%q: must name a directory, without surrounding spaces", b.PersistDir)
 	}
 }

@@ -42,6 +42,11 @@ func TestPolicyBundleValidation(t *testing.T) {
 		"policy_bundle: {url: http://b/x.tar.gz, signing: {key_id: writ}}\n":                                   "policy_bundle.signing.public_key_file: required",
 		"policy_bundle: {url: http://b/x.tar.gz, signing: {public_key_file: k.pem}}\n":                         "policy_bundle.signing.key_id: required",
 		"policy_bundle: {url: http://b/x.tar.gz, signing: {key_id: w, public_key_file: k, algorithm: none}}\n": "policy_bundle.signing.algorithm: must be one of",
+		// The shadow's bundle: the same keys, named as its own.
+		"policies_shadow: [s]\npolicy_bundle_shadow: {url: 'http://b/x.tar.gz'}\n":                                                             "policy_bundle_shadow: policies_shadow: and policy_bundle_shadow: are exclusive",
+		"policy_bundle_shadow: {url: http://b/x.tar.gz, poll_min: 30s, poll_max: 10s}\n":                                                       "policy_bundle_shadow.poll_max: must be at least poll_min",
+		"policy_bundle_shadow: {url: http://b/x.tar.gz, signing: {key_id: writ}}\n":                                                            "policy_bundle_shadow.signing.public_key_file: required",
+		"policy_bundle: {url: http://b/x.tar.gz, persist_dir: /var/b}\npolicy_bundle_shadow: {url: http://b/y.tar.gz, persist_dir: /var/b/}\n": "policy_bundle_shadow.persist_dir: must differ from policy_bundle.persist_dir",
 	} {
 		_, err := Parse([]byte(bundleDoc(doc)))
 		if err == nil || !strings.Contains(err.Error(), want) {

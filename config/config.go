@@ -44,10 +44,20 @@ type Config struct {
 	// off the request's path, and never part of the answer; where the two
 	// disagree is logged and counted. Empty (the default): no shadow.
 	PoliciesShadow []string `yaml:"policies_shadow" writ:"path"`
+	// PolicyBundleShadow takes the shadow set from an OPA bundle service
+	// instead (exclusive with PoliciesShadow; the same keys as
+	// policy_bundle:, and the same gate).
+	PolicyBundleShadow *PolicyBundle `yaml:"policy_bundle_shadow"`
 	// ShadowQueue bounds the shadow evaluations waiting for the shadow's
 	// worker (default DefaultShadowQueue, at most MaxShadowQueue): when it
 	// is full an evaluation is dropped and counted, never waited for.
 	ShadowQueue int `yaml:"shadow_queue"`
+	// Labels name this writ in the fleet: on every uploaded decision and in
+	// its status document (beside writ's own app, id and version).
+	Labels map[string]string `yaml:"labels"`
+	// Status uploads the status document to a status service (nil: served
+	// on the admin listener only; config/status.go).
+	Status *Status `yaml:"status"`
 	// DryRun lets every request through and logs what the policy would deny.
 	DryRun bool `yaml:"dry_run"`
 	// DecisionCacheSize bounds the decision cache (default 10000; -1 disables).
@@ -454,6 +464,9 @@ type DecisionLog struct {
 	// such as input.caller.user_id or input.caller.claims.email (a list's
 	// member is masked in every element). Each line says which were masked.
 	Mask []string `yaml:"mask"`
+	// Upload, when set, ships the decisions to a collector as well, in
+	// OPA's decision-log format (config/upload.go).
+	Upload *DecisionUpload `yaml:"upload"`
 }
 
 // The decision log's checkpoint interval: its default and its bound.
@@ -572,6 +585,8 @@ func (c *Config) applyDefaults() {
 		p.MaxConfigsPerOwner = 1000
 	}
 	c.PolicyBundle.applyDefaults()
+	c.PolicyBundleShadow.applyDefaults()
+	c.DecisionLog.Upload.applyDefaults()
 	c.Tracing.applyDefaults()
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -719,6 +734,9 @@ func (c *Config) Validate() error {
 			bad(fmt.Sprintf("decision_log.mask[%d]", i), "%v", err)
 		}
 	}
+	c.DecisionLog.Upload.validate(bad)
+	c.Status.validate(bad)
+	validateLabels(c.Labels, bad)
 	if k := c.DecisionLog.SigningKeyFile; k != "" && strings.TrimSpace(k) == "" {
 		bad("decision_log.signing_key_file", "must name a file")
 	}
@@ -746,7 +764,11 @@ func (c *Config) Validate() error {
 	c.Envoy.validate(c, bad)
 	c.AuthZEN.validate(c, bad)
 	c.Store.validate(bad)
-	c.PolicyBundle.validate(c, bad)
+	c.PolicyBundle.validate("policy_bundle", "policies", len(c.Policies) > 0, bad)
+	c.PolicyBundleShadow.validate("policy_bundle_shadow", "policies_shadow", len(c.PoliciesShadow) > 0, bad)
+	if b, sb := c.PolicyBundle, c.PolicyBundleShadow; b != nil && sb != nil && b.PersistDir != "" && filepath.Clean(b.PersistDir) == filepath.Clean(sb.PersistDir) {
+		bad("policy_bundle_shadow.persist_dir", "must differ from policy_bundle.persist_dir (%s): each keeps its own last good bundle", b.PersistDir)
+	}
 	c.Tracing.validate(bad)
 	c.Log.validate(bad)
 	c.TLS.validate(bad)

@@ -186,6 +186,9 @@ func (e *enc) begin() { e.b = append(e.b, '{'); e.comma = false }
 // seal writes a line's place in the digest chain: its seq and the digest of
 // the line before it. It comes last, so that a reader sees the line first.
 func (e *enc) seal(s *seal) {
+	if s == nil {
+		return // an event outside the log (OPAEvent): no place in its chain
+	}
 	e.key("seq")
 	e.b = strconv.AppendUint(e.b, s.seq, 10)
 	e.key("prev")
@@ -411,6 +414,14 @@ func appendDecision(b []byte, d *events.Decision, s *seal) []byte {
 	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
+}
+
+// OPAEvent is d as an OPA decision-log event: the opa format's line without
+// its place in the log's digest chain (seq, prev), and without a newline.
+// decision_log.upload ships it; one encoding serves both.
+func OPAEvent(d *events.Decision) []byte {
+	b := appendOPA(nil, d, nil)
+	return b[:len(b)-1]
 }
 
 // appendOPA writes a decision line in OPA's decision-log event shape

@@ -45,6 +45,9 @@ type Sources struct {
 	Shadow interface {
 		Tally() (agree, disagree, errored, dropped uint64)
 	}
+	// Upload gives decision_log.upload's counts (fleet.Plugins;
+	// only with the key set).
+	Upload interface{ UploadTally() UploadTally }
 	// Lifecycle gives the lifecycle store errors the core met, and the store
 	// operations its callers' cancellations cut short (proxy.Core).
 	Lifecycle interface {
@@ -204,6 +207,9 @@ const (
 	nameExchangeDuration   = "writ_token_exchange_duration_seconds"
 	nameShadowDisagree     = "writ_shadow_disagreements_total"
 	nameShadowEvaluations  = "writ_shadow_evaluations_total"
+	nameUploads            = "writ_decision_log_uploads_total"
+	nameUploadDropped      = "writ_decision_log_upload_dropped_total"
+	nameUploadBuffered     = "writ_decision_log_upload_buffered_bytes"
 	labelTenant            = "tenant"
 	resultAllow            = "allow"
 	resultDeny             = "deny"
@@ -224,6 +230,7 @@ var names = []string{
 	namePushDeliveries, namePushAttempts, namePushDuration, namePushQueueDepth, namePushDropped, namePushGuardRefusals,
 	namePolicyReloads, namePolicyInfo, nameExtAuthzChecks, nameStoreErrors, nameStoreCancellations, nameEvictions, nameComponentErrors,
 	nameExchanges, nameExchangeDuration, nameShadowDisagree, nameShadowEvaluations,
+	nameUploads, nameUploadDropped, nameUploadBuffered,
 }
 
 // Names lists every writ_ metric family a Metrics can export, sorted. A family
@@ -373,6 +380,20 @@ func (m *Metrics) registerSources(src Sources) {
 				func() uint64 { _, _, e, _ := sh.Tally(); return e }),
 			counter(nameShadowEvaluations, help, prometheus.Labels{"result": "dropped"},
 				func() uint64 { _, _, _, x := sh.Tally(); return x }),
+		)
+	}
+	if up := src.Upload; up != nil {
+		const help = "Uploads of decision batches (gzip'd chunks) to the decision_log.upload collector, by result (a failed one keeps its batch for the next)."
+		const dropHelp = "Decisions not shipped to the collector, by reason: queue (its queue was full), buffer (batches dropped from a full buffer: counted once per drop), failed (not encodable). The local decision log has them all."
+		reg.MustRegister(
+			counter(nameUploads, help, prometheus.Labels{"result": "uploaded"}, func() uint64 { return up.UploadTally().ChunksUploaded }),
+			counter(nameUploads, help, prometheus.Labels{"result": "failed"}, func() uint64 { return up.UploadTally().ChunksFailed }),
+			counter(nameUploadDropped, dropHelp, prometheus.Labels{"reason": "queue"}, func() uint64 { return up.UploadTally().QueueDropped }),
+			counter(nameUploadDropped, dropHelp, prometheus.Labels{"reason": "buffer"}, func() uint64 { return up.UploadTally().BufferDrops }),
+			counter(nameUploadDropped, dropHelp, prometheus.Labels{"reason": "failed"}, func() uint64 { return up.UploadTally().Failed }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: nameUploadBuffered,
+				Help: "Compressed decision batches waiting for an upload to the collector, in bytes."},
+				func() float64 { return float64(up.UploadTally().Buffered) }),
 		)
 	}
 	if id := src.TokenCache; id != nil {
@@ -747,4 +768,12 @@ func (c *componentErrors) Collect(ch chan<- prometheus.Metric) {
 	c.src.ComponentErrors(func(component string, n uint64) {
 		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, float64(n), component)
 	})
+}
+
+// UploadTally is what Sources.Upload gives: the decisions shipped to the
+// decision_log.upload collector and those that were not.
+type UploadTally struct {
+	ChunksUploaded, ChunksFailed      uint64
+	QueueDropped, BufferDrops, Failed uint64
+	Buffered                          int64
 }

@@ -133,7 +133,8 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 	// The observers come last, built from the producers' snapshots.
 	parts := components{"sidecar": 0, "decision_log": 2}
 	m := metrics.New(config.Metrics{}, metrics.Sources{DecisionCache: w.engine, Policy: w.engine, Reloads: w.reloader,
-		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px, Components: parts, Shadow: shadowTally{5, 2, 1, 3}})
+		TokenCache: w.ident, Store: w.store, Push: d, Lifecycle: px, Components: parts, Shadow: shadowTally{5, 2, 1, 3},
+		Upload: uploadTally{ChunksUploaded: 7, ChunksFailed: 2, QueueDropped: 1, BufferDrops: 3, Failed: 4, Buffered: 512}})
 	bus.Subscribe(m)
 	url := serveMetrics(t, m)
 
@@ -358,6 +359,12 @@ func TestScrapeAfterScriptedRun(t *testing.T) {
 		L("result", "agree"): 5, L("result", "disagree"): 2, L("result", "error"): 1, L("result", "dropped"): 3})
 	s.want(t, "writ_shadow_disagreements_total", counter, map[string]float64{
 		L("code", "DEPTH_EXCEEDED", "direction", "allow_to_deny"): 1, L("code", "TENANT_NOT_PERMITTED", "direction", "codes"): 1})
+
+	// Decision log upload.
+	s.want(t, "writ_decision_log_uploads_total", counter, map[string]float64{L("result", "uploaded"): 7, L("result", "failed"): 2})
+	s.want(t, "writ_decision_log_upload_dropped_total", counter, map[string]float64{
+		L("reason", "queue"): 1, L("reason", "buffer"): 3, L("reason", "failed"): 4})
+	s.want(t, "writ_decision_log_upload_buffered_bytes", gauge, map[string]float64{"": 512})
 
 	// Go and process collectors.
 	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes"} {

@@ -38,3 +38,8 @@ func TestShadowLabelsBounded(t *testing.T) {
 	}
 	s.want(t, "writ_shadow_disagreements_total", counter, want)
 }
+
+// uploadTally is a fixed metrics.Sources.Upload.
+type uploadTally metrics.UploadTally
+
+func (u uploadTally) UploadTally() metrics.UploadTally { return metrics.UploadTally(u) }

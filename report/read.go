@@ -102,6 +102,8 @@ type Summary struct {
 	// Lost counts the lines the logs say they lost (lines_lost lines):
 	// dropped because the buffer was full, or lost to failed writes.
 	Lost Lost
+	// Shadow is what the shadow_disagreement lines say (policies_shadow:).
+	Shadow Shadow
 }
 
 // Lost counts lines a log says it lost.
@@ -235,6 +237,15 @@ func (s *Summary) read(src Source) error {
 				s.Lost.Dropped += ln.Dropped
 				s.Lost.Failed += ln.Failed
 			}
+			continue
+		}
+		if head.Type == decisionlog.TypeShadowDisagreement {
+			// Not an event of a request's story: the shadow's view of one.
+			var ln decisionlog.Line
+			if err := json.Unmarshal(b, &ln); err != nil {
+				return fmt.Errorf("line %d: %w", line, jsonError(err))
+			}
+			s.Shadow.add(&ln, (&Event{LineNo: line, Log: src.Name}).Where())
 			continue
 		}
 		if !knownTypes[head.Type] {
@@ -380,6 +391,7 @@ func (s *Summary) summarize() {
 	s.Callers = ranked(callers)
 	s.Targets = ranked(targets)
 	s.Latency = latency(lat)
+	s.Shadow.sort()
 }
 
 // CallerName is the name the report gives a decision's caller: its agent id,

@@ -87,6 +87,7 @@ type page struct {
 	MoreDeleg   int
 	Lost        Lost
 	Logs        string
+	Shadow      *shadowView
 }
 
 // maxContexts bounds the contexts the page lists.
@@ -158,6 +159,7 @@ func buildPage(s *Summary, opt Options) *page {
 		p.Delegations, p.MoreDeleg = p.Delegations[:maxContexts], len(p.Delegations)-maxContexts
 	}
 	p.Lost = s.Lost
+	p.Shadow = buildShadow(&s.Shadow)
 	if len(s.Logs) > 1 {
 		p.Logs = strings.Join(s.Logs, ", ")
 	}

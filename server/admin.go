@@ -35,6 +35,9 @@ func (s *Server) startAdmin(context.Context) error {
 	if s.shadow != nil {
 		d.Shadow, d.ShadowReloader = s.shadow, s.shadowReloader
 	}
+	if s.fleet != nil {
+		d.Status = s.fleet.Status
+	}
 	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: admin.New(d),
 		ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)}
 	s.admin = &httpListener{key: "admin", srv: srv, ln: ln,

@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing/fstest"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
@@ -52,6 +53,9 @@ const bundleName = "bundle"
 // bundleSource is the policy source of policy_bundle: the latest bundle
 // downloaded (or the error its download met), which its Reloader loads.
 type bundleSource struct {
+	// key names the set's configuration key (policy_bundle or
+	// policy_bundle_shadow) in errors and logs.
+	key string
 	cfg *config.PolicyBundle
 	bvc *bundle.VerificationConfig // nil: bundles need not be signed
 	log *slog.Logger
@@ -67,17 +71,17 @@ type bundleCandidate struct {
 	err error
 }
 
-func newBundleSource(cfg *config.PolicyBundle, log *slog.Logger) (*bundleSource, error) {
-	src := &bundleSource{cfg: cfg, log: log}
+func newBundleSource(key string, cfg *config.PolicyBundle, log *slog.Logger) (*bundleSource, error) {
+	src := &bundleSource{key: key, cfg: cfg, log: log}
 	if s := cfg.Signing; s != nil {
 		key, err := os.ReadFile(s.PublicKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("policy_bundle.signing.public_key_file: %w", err)
+			return nil, fmt.Errorf("%s.signing.public_key_file: %w", src.key, err)
 		}
 		keys := map[string]*bundle.KeyConfig{s.KeyID: {Key: string(key), Algorithm: s.Algorithm, Scope: s.Scope}}
 		src.bvc = bundle.NewVerificationConfig(keys, s.KeyID, s.Scope, nil)
 		if err := src.bvc.ValidateAndInjectDefaults(keys); err != nil {
-			return nil, fmt.Errorf("policy_bundle.signing: %w", err)
+			return nil, fmt.Errorf("%s.signing: %w", src.key, err)
 		}
 	}
 	return src, nil
@@ -88,7 +92,7 @@ func newBundleSource(cfg *config.PolicyBundle, log *slog.Logger) (*bundleSource,
 func (b *bundleSource) downloader(f func(context.Context, download.Update) error) (*download.Downloader, error) {
 	u, err := url.Parse(b.cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("policy_bundle.url: %w", err)
+		return nil, fmt.Errorf("%s.url: %w", b.key, err)
 	}
 	path := u.Path
 	if u.RawQuery != "" {
@@ -102,7 +106,7 @@ func (b *bundleSource) downloader(f func(context.Context, download.Update) error
 	// OPA's own log is not writ's: writ logs every update itself (f).
 	client, err := rest.New(restCfg, nil, rest.Logger(logging.NewNoOpLogger()))
 	if err != nil {
-		return nil, fmt.Errorf("policy_bundle: %w", err)
+		return nil, fmt.Errorf("%s: %w", b.key, err)
 	}
 	minS, maxS := int64(b.cfg.PollMin.Seconds()), int64(b.cfg.PollMax.Seconds())
 	dc := download.Config{Polling: download.PollingConfig{MinDelaySeconds: &minS, MaxDelaySeconds: &maxS}}
@@ -111,7 +115,7 @@ func (b *bundleSource) downloader(f func(context.Context, download.Update) error
 		dc.Polling.LongPollingTimeoutSeconds = &lp
 	}
 	if err := dc.ValidateAndInjectDefaults(); err != nil {
-		return nil, fmt.Errorf("policy_bundle: %w", err)
+		return nil, fmt.Errorf("%s: %w", b.key, err)
 	}
 	d := download.New(dc, client, strings.TrimPrefix(path, "/")).
 		WithCallback(f).
@@ -132,14 +136,14 @@ func (b *bundleSource) offer(u download.Update) bool {
 	case u.Error != nil && unavailable(u.Error):
 		// The service did not answer with a bundle: nothing was refused,
 		// the last good policy simply keeps serving.
-		b.log.Warn("policy bundle service unavailable; the last good policy keeps serving", "url", b.cfg.URL, "error", u.Error)
+		b.log.Warn("policy bundle service unavailable; the last good policy keeps serving", "key", b.key, "url", b.cfg.URL, "error", u.Error)
 		return false
 	case u.Error != nil:
 		c.err = fmt.Errorf("policy bundle refused: %w", u.Error)
 	case u.Bundle == nil:
 		return false // 304 Not Modified: the bundle serving is the service's
 	case int64(u.Size) > b.cfg.MaxBytes:
-		c.b, c.err = nil, fmt.Errorf("policy bundle refused: %d bytes, over policy_bundle.max_bytes (%d)", u.Size, b.cfg.MaxBytes)
+		c.b, c.err = nil, fmt.Errorf("policy bundle refused: %d bytes, over %s.max_bytes (%d)", u.Size, b.key, b.cfg.MaxBytes)
 	case u.Raw != nil:
 		raw, err := io.ReadAll(u.Raw)
 		if err != nil {
@@ -245,7 +249,7 @@ func (b *bundleSource) readPersisted() (bool, error) {
 		return false, fmt.Errorf("the persisted policy bundle: %w", err)
 	}
 	if int64(len(raw)) > b.cfg.MaxBytes {
-		return false, fmt.Errorf("the persisted policy bundle: %d bytes, over policy_bundle.max_bytes", len(raw))
+		return false, fmt.Errorf("the persisted policy bundle: %d bytes, over %s.max_bytes", len(raw), b.key)
 	}
 	r := bundle.NewCustomReader(bundle.NewTarballLoader(bytes.NewReader(raw)).WithSizeLimitBytes(b.cfg.MaxBytes)).
 		WithSizeLimitBytes(b.cfg.MaxBytes)
@@ -262,64 +266,100 @@ func (b *bundleSource) readPersisted() (bool, error) {
 	return true, nil
 }
 
-// bundleSourceDesc names policy_bundle's source for logs and messages.
+// bundleSourceDesc names a bundle set's source for logs and messages.
 func bundleSourceDesc(cfg *config.PolicyBundle) string { return "the policy bundle at " + cfg.URL }
 
-// firstBundle is the policy a writ with policy_bundle: starts with: the
-// service's bundle (one download, within start_wait), else the bundle
-// persisted in persist_dir; each through the gate of opt. Neither: the
-// start fails, saying why.
-func (s *Server) firstBundle(ctx context.Context, opt authz.LoadOptions) (*authz.Policy, error) {
-	src, err := newBundleSource(s.cfg.PolicyBundle, s.log)
-	if err != nil {
-		return nil, err
+// bundleFeed is one policy set fed by a bundle service: the live set
+// (policy_bundle:) or the shadow (policy_bundle_shadow:). Its source holds
+// the latest download, OPA's downloader polls the service, and once the
+// set's reloader exists and the feed is live every update goes through
+// the reloader's gate.
+type bundleFeed struct {
+	src *bundleSource
+	dl  *download.Downloader
+	// reloader is the set's; set by the caller of firstBundle once the
+	// set's engine exists.
+	reloader *authz.Reloader
+	// live is set once the reloader exists and the downloader polls:
+	// before, an update (the start's one download) is only offered.
+	live atomic.Bool
+}
+
+// start makes the feed live and starts its polling (until stop).
+func (f *bundleFeed) start() {
+	if f == nil {
+		return
 	}
-	dl, err := src.downloader(s.onBundle)
-	if err != nil {
-		return nil, err
+	f.live.Store(true)
+	f.dl.Start(context.Background())
+}
+
+// stop stops the feed's polling.
+func (f *bundleFeed) stop(ctx context.Context) {
+	if f != nil {
+		f.dl.Stop(ctx)
 	}
-	s.bundle, s.downloader = src, dl
-	wctx, cancel := context.WithTimeout(ctx, s.cfg.PolicyBundle.StartWait)
-	_ = dl.Trigger(wctx) // its update went to onBundle (no reloader yet: offered only)
+}
+
+// firstBundle starts the feed of the bundle set under key (cfg its
+// configuration) and returns the policy it starts with: the service's
+// bundle (one download, within start_wait), else the bundle persisted in
+// persist_dir; each through the gate of opt. Neither: the start fails,
+// saying why.
+func (s *Server) firstBundle(ctx context.Context, key string, cfg *config.PolicyBundle, opt authz.LoadOptions) (*bundleFeed, *authz.Policy, error) {
+	src, err := newBundleSource(key, cfg, s.log)
+	if err != nil {
+		return nil, nil, err
+	}
+	f := &bundleFeed{src: src}
+	if f.dl, err = src.downloader(func(ctx context.Context, u download.Update) error { return s.onBundle(ctx, f, u) }); err != nil {
+		return nil, nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, cfg.StartWait)
+	_ = f.dl.Trigger(wctx) // its update went to onBundle (not live yet: offered only)
 	cancel()
 	p, err := src.load(ctx, opt)
 	if err == nil {
-		if perr := src.persist(); perr != nil {
-			s.errs.inc(componentPolicyBundle)
-			s.log.Error("the policy bundle could not be persisted", "dir", s.cfg.PolicyBundle.PersistDir, "error", perr)
-		}
-		return p, nil
+		s.persistBundle(f)
+		return f, p, nil
 	}
-	s.log.Warn("no policy bundle from the service at start; trying the persisted one", "url", s.cfg.PolicyBundle.URL, "error", err)
+	s.log.Warn("no policy bundle from the service at start; trying the persisted one", "key", key, "url", cfg.URL, "error", err)
 	ok, perr := src.readPersisted()
 	if perr == nil && !ok {
-		perr = errors.New("none persisted (policy_bundle.persist_dir)")
+		perr = fmt.Errorf("none persisted (%s.persist_dir)", key)
 	}
 	if perr == nil {
 		if p, perr = src.load(ctx, opt); perr == nil {
-			s.log.Warn("serving the persisted policy bundle until the service gives a new one", "policy_revision", p.Revision)
-			return p, nil
+			s.log.Warn("serving the persisted policy bundle until the service gives a new one", "key", key, "policy_revision", p.Revision)
+			return f, p, nil
 		}
 	}
-	return nil, fmt.Errorf("policy_bundle: no policy to serve: from %s: %v; the persisted bundle: %w", s.cfg.PolicyBundle.URL, err, perr)
+	return nil, nil, fmt.Errorf("%s: no policy to serve: from %s: %v; the persisted bundle: %w", key, cfg.URL, err, perr)
 }
 
-// onBundle is OPA's downloader's callback: a bundle downloaded (or refused
-// on reading) is offered to the source and, once writ serves, goes through
-// the reloader's gate; one that passed is persisted. Its errors are the
-// reloader's to log and count (writ_policy_reloads_total{result="failed"}):
-// the downloader is told none, so it keeps its rhythm (and the refused
-// bundle's ETag: the same bundle is not fetched and refused again).
-func (s *Server) onBundle(ctx context.Context, u download.Update) error {
-	if !s.bundle.offer(u) || !s.bundleLive.Load() {
+// onBundle is OPA's downloader's callback for feed f: a bundle downloaded
+// (or refused on reading) is offered to the source and, once the feed is
+// live, goes through the set's reloader's gate; one that passed is
+// persisted. Its errors are the reloader's to log and count
+// (writ_policy_reloads_total{result="failed"}): the downloader is told
+// none, so it keeps its rhythm.
+func (s *Server) onBundle(ctx context.Context, f *bundleFeed, u download.Update) error {
+	if !f.src.offer(u) || !f.live.Load() {
 		return nil
 	}
-	if err := s.reloader.Reload(ctx); err != nil {
+	if err := f.reloader.Reload(ctx); err != nil {
 		return nil //nolint:nilerr // logged and counted by the reloader
 	}
-	if err := s.bundle.persist(); err != nil {
-		s.errs.inc(componentPolicyBundle)
-		s.log.Error("the policy bundle could not be persisted", "dir", s.cfg.PolicyBundle.PersistDir, "error", err)
-	}
+	s.persistBundle(f)
 	return nil
+}
+
+// persistBundle keeps f's bundle that just passed; a failure is logged and
+// counted (the set serves on, but a restart while the service is down
+// would not find it).
+func (s *Server) persistBundle(f *bundleFeed) {
+	if err := f.src.persist(); err != nil {
+		s.errs.inc(componentPolicyBundle)
+		s.log.Error("the policy bundle could not be persisted", "key", f.src.key, "dir", f.src.cfg.PersistDir, "error", err)
+	}
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -586,5 +587,109 @@ func TestBundleValidate(t *testing.T) {
 	}
 	if !warned || !strings.Contains(v.Summary, "not checked here") {
 		t.Errorf("nothing persisted: %q %+v", v.Summary, v.Findings)
+	}
+}
+
+// shadowSink keeps every shadow disagreement.
+type shadowSink struct {
+	events.Nop
+	mu   sync.Mutex
+	seen []events.ShadowDisagreement
+}
+
+func (s *shadowSink) ShadowDisagreed(e events.ShadowDisagreement) {
+	s.mu.Lock()
+	s.seen = append(s.seen, e)
+	s.mu.Unlock()
+}
+
+// codes are the shadow codes of the disagreements seen so far.
+func (s *shadowSink) codes() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, e := range s.seen {
+		out = append(out, e.Shadow.Codes...)
+	}
+	return out
+}
+
+// shadowBundleConfig is the seed's configuration (its live policy from
+// files) with its shadow set from url, persisted in dir.
+func shadowBundleConfig(t *testing.T, url, dir string) *config.Config {
+	t.Helper()
+	return seed(t, func(c *config.Config) {
+		c.PolicyBundleShadow = &config.PolicyBundle{URL: url, PollMin: time.Second, PollMax: time.Second,
+			MaxBytes: config.DefaultBundleMaxBytes, StartWait: 5 * time.Second, PersistDir: dir}
+	})
+}
+
+// TestShadowFromBundle: a shadow set from a bundle service
+// (policy_bundle_shadow:) is decided beside the live set from files; the
+// service rotating it moves the shadow's revision and never the live one;
+// a shadow bundle failing its tests is refused (the last good shadow
+// stays); with the service down at start the persisted shadow serves.
+func TestShadowFromBundle(t *testing.T) {
+	dir := t.TempDir()
+	bs := newBundleServer(t, bundleSpec{rev: "r1"}.build(t))
+	sink := &shadowSink{}
+	s, err := New(t.Context(), shadowBundleConfig(t, bs.url, dir), WithLogger(quiet()), WithEvents(sink))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := s.Engine().Revision()
+	if bundleRev(live) != "" || bundleRev(s.shadowRevision()) != "r1" {
+		t.Fatalf("live %q, shadow %q: want the files' live set and the bundle's r1 shadow", live, s.shadowRevision())
+	}
+	send := func() {
+		t.Helper()
+		resp, err := http.Post(s.URL()+"/", "application/json", strings.NewReader(sendBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	seen := func(code string) func() bool {
+		return func() bool { send(); return slices.Contains(sink.codes(), code) }
+	}
+	waitFor(t, "a disagreement of the r1 shadow", seen("rev_r1_r1"))
+
+	bs.set(bundleSpec{rev: "r2"}.build(t))
+	waitFor(t, "the r2 shadow", func() bool { return bundleRev(s.shadowRevision()) == "r2" })
+	waitFor(t, "a disagreement of the r2 shadow", seen("rev_r2_r2"))
+	if got := s.Engine().Revision(); got != live {
+		t.Fatalf("the live revision moved from %q to %q with the shadow's bundle", live, got)
+	}
+
+	_, before := s.shadowReloader.Counts()
+	shadow := s.shadowRevision()
+	bs.set(bundleSpec{rev: "r3", testWants: "not-r3"}.build(t))
+	waitFor(t, "r3 refused", func() bool { _, f := s.shadowReloader.Counts(); return f > before })
+	if last := s.shadowReloader.Last(); last.OK || !strings.Contains(last.Error, "policy tests failed") {
+		t.Errorf("the shadow's last reload %+v, want refused for its tests", last)
+	}
+	if got := s.shadowRevision(); got != shadow {
+		t.Errorf("shadow %q after a refused bundle, want the last good %q", got, shadow)
+	}
+	shutdown(t, s)
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String() + "/bundles/writ.tar.gz"
+	ln.Close() // nothing listens there
+	s2, err := New(t.Context(), shadowBundleConfig(t, down, dir), WithLogger(quiet()))
+	if err != nil {
+		t.Fatalf("start with the shadow's service down and its bundle persisted: %v", err)
+	}
+	defer shutdown(t, s2)
+	if got := s2.shadowRevision(); got != shadow {
+		t.Errorf("shadow %q, want the persisted %q", got, shadow)
+	}
+	v := Validate(t.Context(), shadowBundleConfig(t, down, dir), ValidateOptions{Offline: true})
+	if !strings.Contains(v.Summary, "shadow: the policy bundle at "+down+" (revision "+shadow+",") {
+		t.Errorf("writ validate: %q %+v", v.Summary, v.Findings)
 	}
 }

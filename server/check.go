@@ -121,7 +121,28 @@ func Validate(ctx context.Context, cfg *config.Config, o ValidateOptions) *Valid
 	}
 	v.Summary = fmt.Sprintf("%d agent(s), policies: %s (revision %s, %d tests passed)",
 		len(cfg.Agents), policySource(cfg), p.Revision, p.Tests.Passed)
+	v.shadow(ctx, opt)
 	return v
+}
+
+// shadow checks the shadow set as a start would: its own Rego tests and
+// the gate the live set passed. A bundle's is checked when one is
+// persisted here.
+func (v *Validation) shadow(ctx context.Context, opt authz.LoadOptions) {
+	key := shadowKey(v.cfg)
+	if key == "" {
+		return
+	}
+	sp, err := loadShadow(ctx, v.cfg, opt)
+	switch {
+	case errors.Is(err, errNoPersistedBundle):
+		v.warnf(key, "the shadow set: %v", err)
+		v.Summary += fmt.Sprintf("; shadow: %s (not checked here)", shadowSource(v.cfg))
+	case err != nil:
+		v.errorf(v.cfg.Line(key), key, "%v", err)
+	default:
+		v.Summary += fmt.Sprintf("; shadow: %s (revision %s, %d tests passed)", shadowSource(v.cfg), sp.Revision, sp.Tests.Passed)
+	}
 }
 
 // cardKeys reads the card keys as New reads them at start: writ's own

@@ -47,7 +47,13 @@ var errNoPersistedBundle = errors.New("no bundle persisted in persist_dir to che
 // loadPersistedBundle loads the bundle policy_bundle persisted (what a
 // command that runs outside a serving writ can read of a bundle's policy).
 func loadPersistedBundle(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) (*authz.Policy, error) {
-	src, err := newBundleSource(cfg.PolicyBundle, nil)
+	return loadPersisted(ctx, "policy_bundle", cfg.PolicyBundle, opt)
+}
+
+// loadPersisted loads the bundle the set under key (b its configuration)
+// persisted.
+func loadPersisted(ctx context.Context, key string, b *config.PolicyBundle, opt authz.LoadOptions) (*authz.Policy, error) {
+	src, err := newBundleSource(key, b, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -59,6 +65,45 @@ func loadPersistedBundle(ctx context.Context, cfg *config.Config, opt authz.Load
 		return nil, errNoPersistedBundle
 	}
 	return src.load(ctx, opt)
+}
+
+// shadowKey is the key cfg's shadow set comes from: policies_shadow,
+// policy_bundle_shadow, or "" without a shadow.
+func shadowKey(cfg *config.Config) string {
+	switch {
+	case cfg.PolicyBundleShadow != nil:
+		return "policy_bundle_shadow"
+	case len(cfg.PoliciesShadow) > 0:
+		return "policies_shadow"
+	}
+	return ""
+}
+
+// loadShadow loads cfg's shadow set as a command outside a serving writ
+// reads it (a bundle's: the one persisted); nil without a shadow.
+func loadShadow(ctx context.Context, cfg *config.Config, opt authz.LoadOptions) (*authz.Policy, error) {
+	switch shadowKey(cfg) {
+	case "policy_bundle_shadow":
+		return loadPersisted(ctx, "policy_bundle_shadow", cfg.PolicyBundleShadow, opt)
+	case "policies_shadow":
+		p, err := authz.LoadPolicy(ctx, cfg.PoliciesShadow, opt)
+		if err != nil {
+			return nil, fmt.Errorf("policies_shadow %v: %w", cfg.PoliciesShadow, err)
+		}
+		return p, nil
+	}
+	return nil, nil
+}
+
+// shadowSource says where cfg's shadow set comes from ("" without one).
+func shadowSource(cfg *config.Config) string {
+	switch shadowKey(cfg) {
+	case "policy_bundle_shadow":
+		return bundleSourceDesc(cfg.PolicyBundleShadow)
+	case "policies_shadow":
+		return strings.Join(cfg.PoliciesShadow, ", ")
+	}
+	return ""
 }
 
 // policySource says where cfg's policies come from, for logs and messages.

@@ -32,10 +32,8 @@ import (
 	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/download"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/writ-authz/writ/authz"
@@ -43,6 +41,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
 	"github.com/writ-authz/writ/events"
+	"github.com/writ-authz/writ/fleet"
 	"github.com/writ-authz/writ/metrics"
 	"github.com/writ-authz/writ/proxy"
 	"github.com/writ-authz/writ/proxy/follow"
@@ -61,13 +60,9 @@ type Server struct {
 	policy   *authz.Policy // the policy loaded at start
 	engine   *authz.Engine
 	reloader *authz.Reloader // nil with the policies embedded in writ
-	// bundle and downloader are policy_bundle's source and OPA's
-	// downloader of it (nil without policy_bundle:).
-	bundle     *bundleSource
-	downloader *download.Downloader
-	// bundleLive is set once the reloader exists and the downloader polls:
-	// before, an update (the start's one download) is only offered.
-	bundleLive atomic.Bool
+	// bundle and shadowBundle feed the live and the shadow set from a
+	// bundle service (nil without policy_bundle: / policy_bundle_shadow:).
+	bundle, shadowBundle *bundleFeed
 	// The shadow policy set (policies_shadow:), all nil without one.
 	shadowEngine   *authz.Engine
 	shadowReloader *authz.Reloader
@@ -76,6 +71,8 @@ type Server struct {
 	store          *lifecycleStore
 	holder         string
 	dlog           *decisionlog.Log
+	fleet          *fleet.Plugins  // the status document, and decision_log.upload's shipping
+	activations    activations     // when each policy set's revision began serving
 	push           *push.Deliverer // nil when push is left to the agents or Options gave a notifier
 	core           *proxy.Core
 	// tracing is the tracer provider (tracing.Off when tracing: is absent).
@@ -256,7 +253,7 @@ func (s *Server) startPolicy(ctx context.Context) error {
 	}
 	opt.SkipTests = s.opts.skipPolicyTests
 	if s.cfg.PolicyBundle != nil {
-		if s.policy, err = s.firstBundle(ctx, opt); err != nil {
+		if s.bundle, s.policy, err = s.firstBundle(ctx, "policy_bundle", s.cfg.PolicyBundle, opt); err != nil {
 			return err
 		}
 	} else if s.policy, err = loadPolicy(ctx, s.cfg, opt); err != nil {
@@ -269,13 +266,14 @@ func (s *Server) startPolicy(ctx context.Context) error {
 	// (the admin API answers a reload request 503, and Reload says why).
 	switch {
 	case s.bundle != nil:
-		s.reloader = authz.NewSourceReloader(s.engine, s.bundle.load, opt, s.log)
-		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
+		s.reloader = authz.NewSourceReloader(s.engine, s.bundle.src.load, opt, s.log)
+		s.bundle.reloader = s.reloader
+		s.reloader.After = func(r authz.ReloadResult) { s.warnDevelopmentIdentity(); s.activations.reloaded("writ", r) }
 		s.errs.add(componentPolicyBundle)
 	case !s.cfg.EmbeddedPolicies():
 		s.reloader = authz.NewReloader(s.engine, s.cfg.Policies, opt, s.log)
 		// Every reload is a moment an operator reads the log: say it again.
-		s.reloader.After = func(authz.ReloadResult) { s.warnDevelopmentIdentity() }
+		s.reloader.After = func(r authz.ReloadResult) { s.warnDevelopmentIdentity(); s.activations.reloaded("writ", r) }
 		s.errs.add(componentPolicyWatch)
 	}
 	return s.startShadowPolicy(ctx, opt)
@@ -315,7 +313,7 @@ func (s *Server) startDecisionLog(context.Context) error {
 	s.errs.add(componentDecisionLog)
 	// After push (stopped before it): the last push outcomes are logged too.
 	s.started(componentDecisionLog, closeDecisionLog(dlog))
-	return nil
+	return s.startFleet(context.Background())
 }
 
 // decisionInputs is how decisions carry their policy input to the decision
@@ -410,6 +408,9 @@ func (s *Server) startMetrics(context.Context) error {
 	if s.push != nil {
 		src.Push = s.push
 	}
+	if s.fleet.Uploading() {
+		src.Upload = s.fleet
+	}
 	s.metrics = metrics.New(s.cfg.Metrics, src)
 	s.bus.Subscribe(s.metrics)
 	return nil
@@ -419,12 +420,14 @@ func (s *Server) startMetrics(context.Context) error {
 // Shutdown.
 func (s *Server) startWatch() {
 	rls := s.reloaders()
-	if s.downloader != nil {
-		// OPA's downloader polls (or long-polls) the live set until
-		// Shutdown stops it: only a shadow set's files are watched.
-		s.bundleLive.Store(true)
-		s.downloader.Start(context.Background())
-		rls = slices.DeleteFunc(rls, func(r *authz.Reloader) bool { return r == s.reloader })
+	for _, f := range []*bundleFeed{s.bundle, s.shadowBundle} {
+		if f == nil {
+			continue
+		}
+		// OPA's downloader polls (or long-polls) a bundle set until
+		// Shutdown stops it: only a set of files is watched.
+		f.start()
+		rls = slices.DeleteFunc(rls, func(r *authz.Reloader) bool { return r == f.reloader })
 	}
 	if len(rls) == 0 {
 		return
@@ -461,7 +464,7 @@ func (s *Server) logStart() {
 	s.warnDevelopmentIdentity()
 	s.log.Info("writ is serving", "listen", s.Addr(), "url", s.URL(), "admin", s.AdminAddr(),
 		"agents", len(s.cfg.Agents), "policies", policySource(s.cfg), "policy_revision", s.policy.Revision,
-		"policy_tests_passed", s.policy.Tests.Passed, "shadow_policies", shadowSource(s.cfg.PoliciesShadow),
+		"policy_tests_passed", s.policy.Tests.Passed, "shadow_policies", shadowSource(s.cfg),
 		"shadow_revision", s.shadowRevision(), "store", s.store.desc, "holder", s.holder, "version", s.opts.version)
 }
 
@@ -565,9 +568,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.stopWatch()
 			<-s.watched
 		}
-		if s.downloader != nil {
-			s.downloader.Stop(ctx)
-		}
+		s.bundle.stop(ctx)
+		s.shadowBundle.stop(ctx)
 		err := s.stopAll(ctx)
 		s.servedMu.Lock()
 		s.shutdownErr = errors.Join(append(s.served, err)...)
@@ -631,10 +633,13 @@ const (
 	// componentPolicyBundle counts a bundle that passed but could not be
 	// persisted in policy_bundle.persist_dir.
 	componentPolicyBundle = "policy_bundle"
-	componentStore        = "store"
-	componentDecisionLog  = "decision_log"
-	componentPush         = "push"
-	componentAdmin        = "admin"
+	// componentFleet is OPA's plugins writ runs: the status document and
+	// decision_log.upload's shipping to the collector.
+	componentFleet       = "fleet"
+	componentStore       = "store"
+	componentDecisionLog = "decision_log"
+	componentPush        = "push"
+	componentAdmin       = "admin"
 	// componentTracing counts the span exports that failed (the collector
 	// down or refusing), and a flush at shutdown that did not finish.
 	componentTracing = "tracing"

@@ -28,7 +28,7 @@ import (
 
 // The tests run from the repository root, where the seed config's paths
 // resolve.
-func chdirRoot(t *testing.T) {
+func chdirRoot(t testing.TB) {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	t.Chdir(filepath.Join(filepath.Dir(file), ".."))
@@ -37,7 +37,7 @@ func chdirRoot(t *testing.T) {
 // seed is the seed's configuration on loopback ports of its own, with the
 // decision log off, no push and a memory store; mutate (nil: none) changes
 // it before it is validated.
-func seed(t *testing.T, mutate func(*config.Config)) *config.Config {
+func seed(t testing.TB, mutate func(*config.Config)) *config.Config {
 	t.Helper()
 	chdirRoot(t)
 	cfg, err := config.Load("testdata/config/seed.yaml")

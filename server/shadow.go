@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/events"
@@ -15,18 +14,33 @@ import (
 // known requests, the AuthZEN rules), and its reloader. Without the key,
 // nothing.
 func (s *Server) startShadowPolicy(ctx context.Context, opt authz.LoadOptions) error {
-	if len(s.cfg.PoliciesShadow) == 0 {
+	var p *authz.Policy
+	var err error
+	switch {
+	case s.cfg.PolicyBundleShadow != nil:
+		if s.shadowBundle, p, err = s.firstBundle(ctx, "policy_bundle_shadow", s.cfg.PolicyBundleShadow, opt); err != nil {
+			return err
+		}
+	case len(s.cfg.PoliciesShadow) > 0:
+		if p, err = loadShadow(ctx, s.cfg, opt); err != nil {
+			return err
+		}
+	default:
 		return nil
-	}
-	p, err := authz.LoadPolicy(ctx, s.cfg.PoliciesShadow, opt)
-	if err != nil {
-		return fmt.Errorf("policies_shadow %v: %w", s.cfg.PoliciesShadow, err)
 	}
 	// Its own cache: the shadow's decisions never answer a request.
 	if s.shadowEngine, err = authz.NewEngine(p, authz.Options{CacheSize: s.cfg.DecisionCacheSize, Logger: s.log}); err != nil {
 		return err
 	}
-	s.shadowReloader = authz.NewReloader(s.shadowEngine, s.cfg.PoliciesShadow, opt, s.log.With("policy_set", "shadow"))
+	log := s.log.With("policy_set", "shadow")
+	if s.shadowBundle != nil {
+		s.shadowReloader = authz.NewSourceReloader(s.shadowEngine, s.shadowBundle.src.load, opt, log)
+		s.shadowBundle.reloader = s.shadowReloader
+		s.errs.add(componentPolicyBundle)
+	} else {
+		s.shadowReloader = authz.NewReloader(s.shadowEngine, s.cfg.PoliciesShadow, opt, log)
+	}
+	s.shadowReloader.After = func(r authz.ReloadResult) { s.activations.reloaded("writ-shadow", r) }
 	return nil
 }
 
@@ -117,6 +131,3 @@ func (r policyReloads) Counts() (ok, failed uint64) {
 	}
 	return r.shadow.Counts()
 }
-
-// shadowSource says where the shadow set comes from, for the start line.
-func shadowSource(paths []string) string { return strings.Join(paths, ", ") }

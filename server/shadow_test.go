@@ -19,6 +19,7 @@ import (
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/decisionlog"
 	"github.com/writ-authz/writ/internal/proxytest"
+	"github.com/writ-authz/writ/report"
 	"github.com/writ-authz/writ/server"
 	"github.com/writ-authz/writ/task"
 )
@@ -299,6 +300,45 @@ func TestShadowAnswersAsLive(t *testing.T) {
 	if len(wantIDs) != 5 || !slices.Equal(wantIDs, gotIDs) {
 		t.Fatalf("shadow lines for %v, want %v", gotIDs, wantIDs)
 	}
+	shadowReport(t, logPath, shadowRev, gotIDs)
+}
+
+// shadowReport checks writ report's view of the log's shadow lines: the
+// five disagreements by direction and code, the shadow's revision, each
+// example a decision the log has a shadow line for, and the page's section.
+func shadowReport(t *testing.T, logPath, shadowRev string, ids []string) {
+	t.Helper()
+	sum, err := report.ReadFiles([]string{logPath}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh := sum.Shadow
+	if sh.Disagreements != 5 || sh.AllowToDeny != 4 || sh.Recoded != 1 || sh.DenyToAllow != 0 ||
+		!slices.Equal(sh.Revisions, []string{shadowRev}) || len(sh.Rows) != 2 ||
+		sh.Rows[0].Direction != "allow_to_deny" || sh.Rows[0].Count != 4 || sh.Rows[0].Code != "DEPTH_EXCEEDED" ||
+		sh.Rows[1].Direction != "codes" || sh.Rows[1].Count != 1 {
+		t.Fatalf("the report's shadow: %+v", sh)
+	}
+	for _, r := range sh.Rows {
+		for _, e := range r.Examples {
+			if !slices.Contains(ids, e.DecisionID) {
+				t.Errorf("example %s is no shadow line's decision", e)
+			}
+		}
+	}
+	if sum.Unknown[decisionlog.TypeShadowDisagreement] != 0 {
+		t.Errorf("shadow lines counted as unknown: %v", sum.Unknown)
+	}
+	var page strings.Builder
+	if err := report.Render(&page, sum, report.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`id="shadow-disagreements">5<`, `id="shadow-allow-to-deny">4<`, `id="shadow-revisions">` + shadowRev + `<`,
+		"live allowed, shadow would deny"} {
+		if !strings.Contains(page.String(), want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
 }
 
 // TestShadowErrorNeverChangesTheAnswer: a shadow set whose evaluation fails
@@ -373,7 +413,20 @@ func TestShadowGate(t *testing.T) {
 		t.Fatalf("start refused with %v", err)
 	}
 
+	// writ validate refuses it as the start does.
+	v := server.Validate(ctx, cfgFor(bad), server.ValidateOptions{Offline: true})
+	var refused bool
+	for _, f := range v.Findings {
+		refused = refused || (f.Kind == "error" && f.Key == "policies_shadow" && strings.Contains(f.Msg, "test_shadow_depth_is_two"))
+	}
+	if !refused {
+		t.Errorf("writ validate of a shadow failing its tests: %q %+v", v.Summary, v.Findings)
+	}
+
 	good := shippedWith(t, 2, map[string]string{"shadow_test.rego": failingTest})
+	if v := server.Validate(ctx, cfgFor(good), server.ValidateOptions{Offline: true}); !strings.Contains(v.Summary, "; shadow: "+good+" (revision ") {
+		t.Errorf("writ validate of a good shadow: %q %+v", v.Summary, v.Findings)
+	}
 	s, err := server.New(ctx, cfgFor(good), server.WithLogger(slog.New(slog.DiscardHandler)))
 	if err != nil {
 		t.Fatal(err)

@@ -52,7 +52,8 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		"Runs the policies' Rego tests through the embedded engine (opa test-like output). Without DIR: ./policies\n"+
 			"when it exists, else the shipped policies embedded in writ. With -config: DIR is a candidate for that\n"+
 			"configuration (without DIR, its own policies), and after the tests it must pass what a reload would ask\n"+
-			"(the configuration's facts, a known request to every agent); the revision it would serve is printed.")
+			"(the configuration's facts, a known request to every agent); the revision it would serve is printed.\n"+
+			"Without DIR, the configuration's shadow set (policies_shadow:) is then tested the same way.")
 	verbose := fs.Bool("v", false, "list every test")
 	cfgPath := fs.String("config", "", "a configuration the set is a candidate for (writ.yaml of a running writ)")
 	if done, code := parseFlags(fs, args[1:], stdout, stderr); done {
@@ -79,7 +80,33 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 	if code := printPolicyTests(tests, *verbose, stdout); code != 0 || cfg == nil {
 		return code
 	}
-	return printReloadCheck(cfg, *cfgPath, candidate, stdout, stderr)
+	if code := printReloadCheck(cfg, *cfgPath, candidate, stdout, stderr); code != 0 || len(candidate) > 0 {
+		return code
+	}
+	return testShadow(cfg, *cfgPath, *verbose, stdout, stderr)
+}
+
+// testShadow tests cfg's shadow set as its live set was: its Rego tests,
+// then the gate a reload asks. A bundle's shadow is the service's to give.
+func testShadow(cfg *config.Config, cfgPath string, verbose bool, stdout, stderr io.Writer) int {
+	switch {
+	case cfg.PolicyBundleShadow != nil:
+		fmt.Fprintf(stdout, "the shadow set comes from the policy bundle at %s: name its files to test them (writ policy test -config %s DIR)\n",
+			cfg.PolicyBundleShadow.URL, cfgPath)
+		return 0
+	case len(cfg.PoliciesShadow) == 0:
+		return 0
+	}
+	fmt.Fprintf(stdout, "testing the shadow set (policies_shadow: %s)\n", strings.Join(cfg.PoliciesShadow, ", "))
+	tests, err := server.TestPolicySet(context.Background(), cfg, cfg.PoliciesShadow)
+	if err != nil {
+		fmt.Fprintf(stderr, "writ policy test: policies_shadow: %v\n", err)
+		return 2
+	}
+	if code := printPolicyTests(tests, verbose, stdout); code != 0 {
+		return code
+	}
+	return printReloadCheck(cfg, cfgPath, cfg.PoliciesShadow, stdout, stderr)
 }
 
 // printPolicyTests prints a set's test results as opa test does: a failed

@@ -310,3 +310,43 @@ decision := {"allow": count(denials) == 0, "denials": denials}
 		t.Fatalf("a set failing a known request: exit %d\n%s", code, out)
 	}
 }
+
+// shadowConfig is seed.yaml (as a file elsewhere, its paths absolute) with
+// the shadow set at shadow.
+func shadowConfig(t *testing.T, shadow string) string {
+	t.Helper()
+	root, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile("testdata/config/seed.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strings.Replace(string(raw), "../../policies", filepath.Join(root, "policies"), 1)
+	s = strings.ReplaceAll(s, "../identity/", filepath.Join(root, "testdata/identity")+"/")
+	path := filepath.Join(t.TempDir(), "writ.yaml")
+	writeTestFile(t, path, s+"\npolicies_shadow: ["+shadow+"]\n")
+	return path
+}
+
+// TestPolicyTestChecksTheShadowSet: writ policy test -config tests the
+// configuration's shadow set (policies_shadow:) as it tests the live one —
+// its Rego tests, then the gate a start or reload applies — so a shadow a
+// serving writ would refuse is caught before it ships.
+func TestPolicyTestChecksTheShadowSet(t *testing.T) {
+	chdirRoot(t)
+	lowered := candidatePolicies(t, `"max_delegation_depth": 4`, `"max_delegation_depth": 2`)
+	cfg := shadowConfig(t, lowered)
+	code, out, errOut := runCLI(t, "", "policy", "test", "-config", cfg)
+	if code != 0 || !strings.Contains(out, "testing the shadow set (policies_shadow: "+lowered+")\n") ||
+		strings.Count(out, "PASS: ") != 2 || !strings.Contains(out, "ok: "+lowered+" passes what a reload of "+cfg+" asks") {
+		t.Fatalf("a good shadow: exit %d\n%s\n%s", code, out, errOut)
+	}
+	failing := candidatePolicies(t, `"max_delegation_depth": 4`, `"max_delegation_depth": 4`)
+	writeTestFile(t, filepath.Join(failing, "extra_test.rego"), "package writ.authz_test\n\ntest_always_fails if false\n")
+	code, out, _ = runCLI(t, "", "policy", "test", "-config", shadowConfig(t, failing))
+	if code != 1 || !strings.Contains(out, "testing the shadow set") || !strings.Contains(out, "FAIL: data.writ.authz_test.test_always_fails") {
+		t.Fatalf("a shadow failing its tests: exit %d\n%s", code, out)
+	}
+}

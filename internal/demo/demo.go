@@ -184,7 +184,9 @@ func Start(ctx context.Context, opt Options) (_ *Stage, err error) {
 		st.decisions = filepath.Join(st.dir, "decisions.jsonl")
 	}
 	_ = os.Remove(st.decisions) // this run's story only
-	cfg.DecisionLog = config.DecisionLog{Output: st.decisions}
+	// With each decision's input: the log is a replay corpus (writ policy
+	// replay -log … -policies …).
+	cfg.DecisionLog = config.DecisionLog{Output: st.decisions, IncludeInput: true}
 	// Through config.Parse, so the demo's config gets exactly the defaults and
 	// validation a writ.yaml gets. The file stays in the temp dir to look at.
 	raw, err := yaml.Marshal(cfg)

@@ -3,6 +3,8 @@ package demo
 import (
 	"bytes"
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,14 +19,21 @@ import (
 func TestScenario(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	st, err := Start(ctx, Options{Listen: "127.0.0.1:0", Start: serveWrit(t)})
+	decisions := filepath.Join(t.TempDir(), "decisions.jsonl")
+	st, err := Start(ctx, Options{Listen: "127.0.0.1:0", Start: serveWrit(t), DecisionLog: decisions})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
 	results := st.Play(ctx, Scenario, nil)
 	t.Logf("the scenario took %s", time.Since(start).Round(time.Millisecond))
+	// The demo's policies and configuration, kept for the replay of its log.
+	played := t.TempDir()
+	if err := os.CopyFS(played, os.DirFS(st.dir)); err != nil {
+		t.Fatal(err)
+	}
 	st.Close()
+	defer replayDemoLog(t, decisions, played)
 
 	if len(results) != len(Scenario) {
 		t.Fatalf("%d steps played, want %d", len(results), len(Scenario))

@@ -87,6 +87,11 @@ func TestImportGraph(t *testing.T) {
 		{"report", func(d string) bool {
 			return d == "task" || d == "events" || d == "config" || d == "decisionlog" || d == "internal/jsonstr"
 		}, "an observer imports events, never the core"},
+		// OPA's plugins writ runs (status, decision-log upload): fed by
+		// events and the assembly, never the core.
+		{"fleet", func(d string) bool {
+			return d == "task" || d == "events" || d == "config" || d == "decisionlog" || d == "metrics" || d == "internal/jsonstr"
+		}, "an observer imports events, never the core"},
 		// The token machinery of egress: it verifies with identity and
 		// reports through events; the doors call it, never the reverse.
 		{"authz/exchange", func(d string) bool {

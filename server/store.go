@@ -44,7 +44,17 @@ func (s *lifecycleStore) Close() error {
 	return s.close()
 }
 
-var _ io.Closer = (*lifecycleStore)(nil)
+// Defer implements task.Deferring: the store's own deferred writes when it
+// defers (the file store: one commit wait per answer, its group commit),
+// else writes durable as they return. Without it the embedded interface
+// would hide the file store's Defer from the core, and every write of an
+// answer would wait for its own commit.
+func (s *lifecycleStore) Defer() task.Deferred { return task.Defer(s.Store) }
+
+var (
+	_ io.Closer      = (*lifecycleStore)(nil)
+	_ task.Deferring = (*lifecycleStore)(nil)
+)
 
 // givenStore is a store WithStore gave: its own work queue and readiness
 // when it has them, never closed by writ.

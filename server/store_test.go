@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -86,6 +87,12 @@ func TestServeStoreKinds(t *testing.T) {
 	}
 	if _, err := os.Stat(db); err != nil {
 		t.Errorf("no file at the configured path: %v", err)
+	}
+	// The core defers an answer's writes to one commit wait through the
+	// store the assembly gives it: the file store's Defer, not hidden.
+	d := task.Defer(s)
+	if typ := reflect.TypeOf(d); typ.Kind() != reflect.Pointer || typ.Elem().PkgPath() != "github.com/writ-authz/writ/task/filestore" {
+		t.Errorf("the assembled file store defers as %T, not as the file store's batch: every write waits for its own commit", d)
 	}
 	if _, err := filestore.Open(db, task.MemoryLimits{}, filestore.Options{LockTimeout: 50 * time.Millisecond}); !errors.Is(err, filestore.ErrLocked) {
 		t.Errorf("a second writ on the same file: %v", err)

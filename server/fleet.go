@@ -37,12 +37,12 @@ func (s *Server) startFleet(ctx context.Context) error {
 	s.activations.mu.Unlock()
 	s.reportPolicies()
 	s.errs.add(componentFleet)
-	stopParts := make(chan struct{})
-	partsDone := make(chan struct{})
-	go s.reportParts(stopParts, partsDone)
+	s.parts = &partsReport{stop: make(chan struct{}), done: make(chan struct{}), last: map[string]string{}}
 	s.started(componentFleet, func(ctx context.Context) error {
-		close(stopParts)
-		<-partsDone
+		close(s.parts.stop)
+		if s.parts.running {
+			<-s.parts.done
+		}
 		err := f.Close(ctx)
 		if st := f.Stats(); st.Dropped+st.Failed+st.BufferDrops > 0 {
 			// Not an audit loss: the local decision log has every line.
@@ -118,56 +118,77 @@ func (s *Server) reportPolicies() {
 	s.fleet.UpdatePolicies(sets)
 }
 
-// reportParts refreshes the status document's view of writ's parts every
-// partsEvery until stop: the lifecycle store (it answers or not) and each
-// component (errors since the start make it WARN).
-func (s *Server) reportParts(stop <-chan struct{}, done chan<- struct{}) {
-	defer close(done)
-	last := map[string]string{}
-	report := func() {
-		now := map[string][2]string{}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if s.store.ping == nil {
-			now["store"] = [2]string{fleet.PartOK, s.store.desc}
-		} else if err := s.store.ping(ctx); err != nil {
+// partsReport is the status document's view of writ's parts, refreshed
+// every partsEvery once writ serves (startParts).
+type partsReport struct {
+	stop, done chan struct{}
+	running    bool
+	// last is what was reported of each part (state and message).
+	last map[string]string
+}
+
+// startParts reports writ's parts once every part has started, before
+// New returns (the first status names them all), then every partsEvery
+// until Shutdown.
+func (s *Server) startParts() {
+	if s.parts == nil {
+		return
+	}
+	s.reportParts()
+	s.parts.running = true
+	go func() {
+		defer close(s.parts.done)
+		t := time.NewTicker(partsEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.parts.stop:
+				return
+			case <-t.C:
+				s.reportParts()
+			}
+		}
+	}()
+}
+
+// reportParts tells the status document what changed of writ's parts:
+// the lifecycle store (it answers or not) and each component (errors since
+// the start make it WARN).
+func (s *Server) reportParts() {
+	now := map[string][2]string{}
+	switch ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second); {
+	case s.store.ping == nil:
+		now["store"] = [2]string{fleet.PartOK, s.store.desc}
+		cancel()
+	default:
+		if err := s.store.ping(ctx); err != nil {
 			now["store"] = [2]string{fleet.PartError, "the lifecycle store does not answer: requests that need it are refused"}
 		} else {
 			now["store"] = [2]string{fleet.PartOK, s.store.desc}
 		}
 		cancel()
-		s.errs.ComponentErrors(func(component string, n uint64) {
-			if component == "store" {
-				return
-			}
-			if n > 0 {
-				now[component] = [2]string{fleet.PartWarn, strconv.FormatUint(n, 10) + " error(s) since the start (see writ's log)"}
-			} else {
-				now[component] = [2]string{fleet.PartOK, ""}
-			}
-		})
-		names := make([]string, 0, len(now))
-		for n := range now {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		for _, n := range names {
-			v := now[n]
-			if last[n] == v[0]+"\x00"+v[1] {
-				continue
-			}
-			last[n] = v[0] + "\x00" + v[1]
-			s.fleet.UpdatePart(n, v[0], v[1])
-		}
 	}
-	report()
-	t := time.NewTicker(partsEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-stop:
+	s.errs.ComponentErrors(func(component string, n uint64) {
+		if component == componentStore {
 			return
-		case <-t.C:
-			report()
 		}
+		if n > 0 {
+			now[component] = [2]string{fleet.PartWarn, strconv.FormatUint(n, 10) + " error(s) since the start (see writ's log)"}
+		} else {
+			now[component] = [2]string{fleet.PartOK, ""}
+		}
+	})
+	names := make([]string, 0, len(now))
+	for n := range now {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		v := now[n]
+		if s.parts.last[n] == v[0]+"\x00"+v[1] {
+			continue
+		}
+		s.parts.last[n] = v[0] + "\x00" + v[1]
+		s.fleet.UpdatePart(n, v[0], v[1])
 	}
 }

@@ -73,6 +73,7 @@ type Server struct {
 	dlog           *decisionlog.Log
 	fleet          *fleet.Plugins  // the status document, and decision_log.upload's shipping
 	activations    activations     // when each policy set's revision began serving
+	parts          *partsReport    // the status document's view of writ's parts
 	push           *push.Deliverer // nil when push is left to the agents or Options gave a notifier
 	core           *proxy.Core
 	// tracing is the tracer provider (tracing.Off when tracing: is absent).
@@ -201,6 +202,7 @@ func New(ctx context.Context, cfg *config.Config, opts ...Option) (_ *Server, er
 		}
 	}
 	s.startWatch()
+	s.startParts()
 	s.logStart()
 	return s, nil
 }

@@ -118,7 +118,7 @@ func TestStatusDocument(t *testing.T) {
 	if b := doc.Bundles["writ"]; b.ActiveRevision != live || b.Code != "" || !strings.Contains(b.Message, bs.url) {
 		t.Errorf("bundles.writ %+v, want active %s from %s", b, live, bs.url)
 	}
-	for _, part := range []string{"writ_store", "writ_decision_log", "writ_identity", "decision_logs", "status"} {
+	for _, part := range []string{"writ_store", "writ_decision_log", "writ_identity", "writ_sidecar", "writ_admin", "decision_logs", "status"} {
 		if st := doc.Plugins[part]; st.State != "OK" {
 			t.Errorf("plugin %s: %+v (plugins %v)", part, st, doc.Plugins)
 		}

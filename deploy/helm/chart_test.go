@@ -227,3 +227,82 @@ func TestChartSidecar(t *testing.T) {
 		kubecheck.Resources(t, s)
 	}
 }
+
+// TestHelmFleet: the fleet example (deploy/helm/examples/fleet-values.yaml:
+// one writ beside every agent, one bundle for all) renders a writ.yaml that
+// takes its policy from the signed bundle (persisted on the state volume,
+// the key in its mounted Secret), ships decisions to the collector and its
+// status to the status service (each token in its own Secret), labels the
+// instance and traces to the OTel Collector; the sidecar passes every check
+// the plain manifest does. A bundle beside policies fails the render.
+func TestHelmFleet(t *testing.T) {
+	raw, err := os.ReadFile("examples/fleet-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals, err := chartutil.ReadValues(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := kubecheck.NewSidecar(t, renderChart(t, "helm (fleet example)", vals))
+	kubecheck.Config(t, s)
+	kubecheck.AdminAccess(t, s)
+	kubecheck.Store(t, s)
+	c := s.Cfg
+	b := c.PolicyBundle
+	if b == nil || b.URL != "http://bundle-server.writ-system.svc/bundles/writ.tar.gz" || len(c.Policies) != 0 {
+		t.Fatalf("policy_bundle %+v, policies %v", b, c.Policies)
+	}
+	var state string
+	for _, m := range s.Writ.VolumeMounts {
+		if m.Name == "writ-state" && !m.ReadOnly {
+			state = m.MountPath
+		}
+	}
+	if state == "" || !strings.HasPrefix(b.PersistDir, state+"/") {
+		t.Errorf("persist_dir %s is not on the writable state volume (%q)", b.PersistDir, state)
+	}
+	if b.Signing == nil || b.Signing.KeyID != "writ" || b.Signing.Scope != "writ" ||
+		filepath.Dir(b.Signing.PublicKeyFile) != kubecheck.MountOf(t, s, s.Writ, "writ-bundle-key") {
+		t.Errorf("signing %+v: the key is not in the mounted Secret", b.Signing)
+	}
+	up := c.DecisionLog.Upload
+	if up == nil || up.URL != "http://decision-collector.writ-system.svc:8080" || !slices.Equal(up.Mask, []string{"/input/caller/user_id"}) ||
+		filepath.Dir(up.TokenFile) != kubecheck.MountOf(t, s, s.Writ, "writ-collector-token") || c.DecisionLog.Output != "stdout" {
+		t.Errorf("decision_log %+v upload %+v", c.DecisionLog, up)
+	}
+	if st := c.Status; st == nil || st.URL != "http://status.writ-system.svc:8080" ||
+		filepath.Dir(st.TokenFile) != kubecheck.MountOf(t, s, s.Writ, "writ-status-token") {
+		t.Errorf("status %+v", c.Status)
+	}
+	if c.Labels["cluster"] != "dxb-1" {
+		t.Errorf("labels %v", c.Labels)
+	}
+	if tr := c.Tracing; tr == nil || tr.Endpoint != "otel-collector.observability.svc:4317" || tr.SampleRatio == nil || *tr.SampleRatio != 0.1 ||
+		tr.ServiceName != "sanctions-screening-agent" {
+		t.Errorf("tracing %+v", c.Tracing)
+	}
+	if w := c.Warnings(); len(w) != 0 {
+		t.Errorf("writ validate would warn: %v", w)
+	}
+
+	// Defaults: none of it.
+	d := kubecheck.NewSidecar(t, renderChart(t, "helm (defaults)", nil))
+	if d.Cfg.PolicyBundle != nil || d.Cfg.DecisionLog.Upload != nil || d.Cfg.Status != nil || d.Cfg.Tracing != nil {
+		t.Errorf("defaults turn a fleet part on: %+v", d.Cfg)
+	}
+
+	// A bundle and policies: refused when rendered.
+	vals["policies"] = map[string]any{"files": map[string]any{"data.json": "{}"}}
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "sanctions", Namespace: "agents", Revision: 1, IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.Render(ch, rv); err == nil || !strings.Contains(err.Error(), "fleet.bundle.url and policies are exclusive") {
+		t.Errorf("a bundle beside policies rendered: %v", err)
+	}
+}

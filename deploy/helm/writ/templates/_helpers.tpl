@@ -70,6 +70,33 @@ merged last.
 {{- $paths = append $paths (printf "/etc/writ/policies/%s" .) -}}
 {{- end -}}
 {{- if $paths }}{{ $_ := set $c "policies" $paths }}{{ end -}}
+{{- $f := $v.fleet -}}
+{{- with $f.labels }}{{ $_ := set $c "labels" (deepCopy .) }}{{ end -}}
+{{- if $f.bundle.url -}}
+{{- if $paths }}{{ fail "fleet.bundle.url and policies are exclusive: the policy comes from a bundle service or from files" }}{{ end -}}
+{{- $b := dict "url" $f.bundle.url "poll_min" $f.bundle.pollMin "poll_max" $f.bundle.pollMax "persist_dir" "/var/lib/writ/bundle" -}}
+{{- if $v.secrets.bundleSigningKey -}}
+{{- $sig := dict "key_id" $f.bundle.signing.keyId "algorithm" $f.bundle.signing.algorithm "public_key_file" "/etc/writ/secrets/bundle/public.pem" -}}
+{{- with $f.bundle.signing.scope }}{{ $_ := set $sig "scope" . }}{{ end -}}
+{{- $_ := set $b "signing" $sig -}}
+{{- end -}}
+{{- $_ := set $c "policy_bundle" $b -}}
+{{- end -}}
+{{- if $f.decisionLogUpload.url -}}
+{{- $up := dict "url" $f.decisionLogUpload.url -}}
+{{- with $f.decisionLogUpload.mask }}{{ $_ := set $up "mask" . }}{{ end -}}
+{{- if $v.secrets.collectorToken }}{{ $_ := set $up "token_file" "/etc/writ/secrets/collector/token" }}{{ end -}}
+{{- $_ := set (get $c "decision_log") "upload" $up -}}
+{{- end -}}
+{{- if $f.status.url -}}
+{{- $st := dict "url" $f.status.url -}}
+{{- with $f.status.partitionName }}{{ $_ := set $st "partition_name" . }}{{ end -}}
+{{- if $v.secrets.statusToken }}{{ $_ := set $st "token_file" "/etc/writ/secrets/status/token" }}{{ end -}}
+{{- $_ := set $c "status" $st -}}
+{{- end -}}
+{{- if $f.tracing.endpoint -}}
+{{- $_ := set $c "tracing" (dict "endpoint" $f.tracing.endpoint "exporter" $f.tracing.exporter "insecure" $f.tracing.insecure "sample_ratio" $f.tracing.sampleRatio "service_name" (include "writ.name" .)) -}}
+{{- end -}}
 {{- $c = mergeOverwrite $c (deepCopy $v.writ.config) -}}
 {{- if $v.secrets.adminToken -}}
 {{- $_ := set $c "admin_token_file" "/etc/writ/secrets/admin/token" -}}
@@ -100,6 +127,15 @@ merged last.
 {{- end }}
 {{- if .Values.secrets.adminToken }}
 - {name: writ-admin-token, mountPath: /etc/writ/secrets/admin, readOnly: true}
+{{- end }}
+{{- if .Values.secrets.bundleSigningKey }}
+- {name: writ-bundle-key, mountPath: /etc/writ/secrets/bundle, readOnly: true}
+{{- end }}
+{{- if .Values.secrets.collectorToken }}
+- {name: writ-collector-token, mountPath: /etc/writ/secrets/collector, readOnly: true}
+{{- end }}
+{{- if .Values.secrets.statusToken }}
+- {name: writ-status-token, mountPath: /etc/writ/secrets/status, readOnly: true}
 {{- end }}
 {{- end -}}
 

@@ -118,6 +118,11 @@ func grpcMetadata(in wire.Inbound) *task.Fault {
 			return task.NewFault(task.KindNotARequest, fmt.Sprintf("metadata %s is sent %d times; send it once", strings.ToLower(k), n))
 		}
 	}
+	if len(in.Header.Values(ExtensionsHeader)) > 0 && len(in.Header.Values(LegacyExtensionsHeader)) > 0 {
+		// Two spellings of one list: writ would decide on both, an agent of
+		// either SDK reads one.
+		return task.NewFault(task.KindNotARequest, "metadata a2a-extensions and x-a2a-extensions name one list; send one")
+	}
 	ct := in.Header.Get("Content-Type")
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil || (mt != wire.GRPCContentType && mt != wire.GRPCContentType+"+proto") {

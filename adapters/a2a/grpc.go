@@ -12,22 +12,42 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/writ-authz/writ/adapters/a2a/a2apb10"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
 
-// A2A over gRPC (the 0.3 service a2a.v1.A2AService, a2a-go's a2apb types):
-// a call is read into the same internal request as the HTTP+JSON binding of
-// the same version reads (its bodies are the proto-JSON of these very
-// messages), through the same validation (fill). What the agent receives is
+// A2A over gRPC — the 0.3 service a2a.v1.A2AService (a2a-go's a2apb types)
+// and the 1.0 service lf.a2a.v1.A2AService (a2apb10, from the
+// specification's proto): a call is read into the same internal request as
+// the JSON bindings of its version read (0.3's HTTP+JSON bodies and every
+// 1.0 JSON body are the proto-JSON of these very messages), through the
+// same validation (fill). What the agent receives is
 // writ's own encoding of the message writ read (CanonicalBody), never the
 // caller's bytes: see GRPCEdge.
 
 // GRPCProtocolName is A2A over gRPC in writ's protocol table (agents[].protocol).
 const GRPCProtocolName = "a2a-grpc"
 
-// grpcService03 is the 0.3 service's full name.
-const grpcService03 = "a2a.v1.A2AService"
+// The services' full names: 0.3's and 1.0's.
+const (
+	grpcService03 = "a2a.v1.A2AService"
+	grpcService10 = "lf.a2a.v1.A2AService"
+)
+
+// grpcService is the service of a version.
+func grpcService(version string) string {
+	if version == V10 {
+		return grpcService10
+	}
+	return grpcService03
+}
+
+// grpcMethodOf is the method a request was read from.
+func grpcMethodOf(req *task.Request) (grpcMethod, bool) {
+	m, ok := grpcMethods["/"+grpcService(req.Protocol.Version)+"/"+req.Protocol.Method]
+	return m, ok
+}
 
 // grpcMethod is one method of the service: its operation, its version, and
 // its request and response messages.
@@ -60,6 +80,21 @@ func init() {
 	} {
 		grpcMethods["/"+grpcService03+"/"+m.name] = m
 	}
+	for _, m := range []grpcMethod{
+		{"SendMessage", task.OpSend, V10, func() proto.Message { return &a2apb10.SendMessageRequest{} }, func() proto.Message { return &a2apb10.SendMessageResponse{} }},
+		{"SendStreamingMessage", task.OpStream, V10, func() proto.Message { return &a2apb10.SendMessageRequest{} }, func() proto.Message { return &a2apb10.StreamResponse{} }},
+		{"GetTask", task.OpGet, V10, func() proto.Message { return &a2apb10.GetTaskRequest{} }, func() proto.Message { return &a2apb10.Task{} }},
+		{"ListTasks", task.OpList, V10, func() proto.Message { return &a2apb10.ListTasksRequest{} }, func() proto.Message { return &a2apb10.ListTasksResponse{} }},
+		{"CancelTask", task.OpCancel, V10, func() proto.Message { return &a2apb10.CancelTaskRequest{} }, func() proto.Message { return &a2apb10.Task{} }},
+		{"SubscribeToTask", task.OpSubscribe, V10, func() proto.Message { return &a2apb10.SubscribeToTaskRequest{} }, func() proto.Message { return &a2apb10.StreamResponse{} }},
+		{"CreateTaskPushNotificationConfig", task.OpPushSet, V10, func() proto.Message { return &a2apb10.TaskPushNotificationConfig{} }, func() proto.Message { return &a2apb10.TaskPushNotificationConfig{} }},
+		{"GetTaskPushNotificationConfig", task.OpPushGet, V10, func() proto.Message { return &a2apb10.GetTaskPushNotificationConfigRequest{} }, func() proto.Message { return &a2apb10.TaskPushNotificationConfig{} }},
+		{"ListTaskPushNotificationConfigs", task.OpPushList, V10, func() proto.Message { return &a2apb10.ListTaskPushNotificationConfigsRequest{} }, func() proto.Message { return &a2apb10.ListTaskPushNotificationConfigsResponse{} }},
+		{"DeleteTaskPushNotificationConfig", task.OpPushDelete, V10, func() proto.Message { return &a2apb10.DeleteTaskPushNotificationConfigRequest{} }, nil},
+		{"GetExtendedAgentCard", task.OpExtendedCard, V10, func() proto.Message { return &a2apb10.GetExtendedAgentCardRequest{} }, func() proto.Message { return &a2apb10.AgentCard{} }},
+	} {
+		grpcMethods["/"+grpcService10+"/"+m.name] = m
+	}
 }
 
 // grpcDecisionMetadata are the metadata a call's decision depends on, which
@@ -76,7 +111,7 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 		Method: strings.TrimPrefix(in.Path, "/")}}
 	m, ok := grpcMethods[in.Path]
 	if !ok {
-		return req, task.NewFault(task.KindUnknownOperation, fmt.Sprintf("%s is not a method of %s", in.Path, grpcService03))
+		return req, task.NewFault(task.KindUnknownOperation, fmt.Sprintf("%s is not a method of %s or %s", in.Path, grpcService03, grpcService10))
 	}
 	req.Operation, req.Protocol.Method, req.Protocol.Version = m.op, m.name, m.version
 	if in.Method != http.MethodPost {
@@ -85,12 +120,13 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 	if f := grpcMetadata(in); f != nil {
 		return req, f
 	}
+	// The service names the version; a2a-version, when sent, must agree.
 	version, vf := requestedVersion(in)
 	if vf != nil {
 		return req, vf
 	}
-	if version != m.version {
-		return req, mismatch(version, m.version, "method "+m.name)
+	if in.Header.Get(VersionHeader) != "" && version != m.version {
+		return req, mismatch(version, m.version, "method "+m.name+" of "+grpcService(m.version))
 	}
 	req.Extensions = extensions(in)
 	if int64(len(in.Body)) > lim.MaxBodyBytes {
@@ -98,6 +134,17 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 	}
 	msg, f := readMessage(m.request(), in.Body, "the request")
 	if f != nil {
+		return req, f
+	}
+	if m.version == V10 {
+		// Every 1.0 request message's proto-JSON is its JSON-RPC params.
+		p, f := protoParams(msg)
+		if f == nil {
+			f = resolveTenant(p, in, "")
+		}
+		if f == nil {
+			f = fill(&req, p, v10, in)
+		}
 		return req, f
 	}
 	p, f := grpcParams(msg)
@@ -108,6 +155,19 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 		return req, f
 	}
 	return req, nil
+}
+
+// protoParams reads a request message through its proto-JSON.
+func protoParams(msg proto.Message) (*wireParams, *task.Fault) {
+	raw, err := protojson.Marshal(msg)
+	if err != nil {
+		return nil, invalid("the request: %s", err.Error())
+	}
+	p := &wireParams{}
+	if err := json.Unmarshal(raw, p); err != nil {
+		return nil, invalid("the request: %s", wire.TypeError(err))
+	}
+	return p, nil
 }
 
 // grpcMetadata refuses a call whose decision metadata is ambiguous (a key
@@ -181,13 +241,7 @@ func grpcParams(msg proto.Message) (*wireParams, *task.Fault) {
 	switch r := msg.(type) {
 	case *a2apb.SendMessageRequest:
 		// The 0.3 HTTP+JSON body is this message's proto-JSON.
-		raw, err := protojson.Marshal(r)
-		if err != nil {
-			return nil, invalid("the request: %s", err.Error())
-		}
-		if err := json.Unmarshal(raw, p); err != nil {
-			return nil, invalid("the request: %s", wire.TypeError(err))
-		}
+		return protoParams(r)
 	case *a2apb.GetTaskRequest:
 		id, f := taskName(r.GetName(), "name")
 		if f != nil {
@@ -298,7 +352,7 @@ func configName(name, field string) (taskID, configID string, f *task.Fault) {
 // the agent's could read a way writ did not; re-encoded, there is one
 // reading. (Unknown fields never get here: Parse refused them.)
 func CanonicalBody(req *task.Request, body []byte) ([]byte, error) {
-	m, ok := grpcMethods["/"+grpcService03+"/"+req.Protocol.Method]
+	m, ok := grpcMethodOf(req)
 	if !ok {
 		return nil, fmt.Errorf("no gRPC method %q", req.Protocol.Method)
 	}

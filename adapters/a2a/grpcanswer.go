@@ -16,12 +16,14 @@ import (
 	"google.golang.org/protobuf/types/known/anypb"
 	"google.golang.org/protobuf/types/known/emptypb"
 
+	"github.com/writ-authz/writ/adapters/a2a/a2apb10"
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/task"
 )
 
 // GRPCEdge is A2A over gRPC in the roles writ's admission core uses: the
-// 0.3 service's calls read as the HTTP+JSON binding reads their proto-JSON,
+// calls of the 0.3 and 1.0 services read as the JSON bindings read their
+// proto-JSON,
 // faults as gRPC statuses with google.rpc.ErrorInfo details (the same
 // reasons and domains as the JSON bindings' ErrorInfo), push configs kept
 // and answered by writ, answers and stream events observed. It has no
@@ -119,7 +121,7 @@ func (GRPCEdge) ParseResponse(req *task.Request, status int, body []byte) ([]tas
 	if status != http.StatusOK {
 		return statusEvents(req, body)
 	}
-	m, ok := grpcMethods["/"+grpcService03+"/"+req.Protocol.Method]
+	m, ok := grpcMethodOf(req)
 	if !ok {
 		return nil, fmt.Errorf("no gRPC method %q", req.Protocol.Method)
 	}
@@ -147,7 +149,11 @@ func answerEvents(req *task.Request, msg proto.Message, body []byte) ([]task.Eve
 	if err != nil {
 		return nil, fmt.Errorf("upstream answer: %w", err)
 	}
-	return resultEvents(raw, req, rest03)
+	d := rest03
+	if req.Protocol.Version == V10 {
+		d = v10
+	}
+	return resultEvents(raw, req, d)
 }
 
 // statusEvents reads the agent's google.rpc.Status into its error event.
@@ -227,7 +233,11 @@ func (s *grpcStream) Next() (wire.SSEEvent, []task.Event, error) {
 	if fr.Flag != wire.GRPCData {
 		return ev, nil, fmt.Errorf("upstream frame: flag %#x", fr.Flag)
 	}
-	evs, err := answerEvents(s.req, &a2apb.StreamResponse{}, fr.Payload)
+	var msg proto.Message = &a2apb.StreamResponse{}
+	if s.req.Protocol.Version == V10 {
+		msg = &a2apb10.StreamResponse{}
+	}
+	evs, err := answerEvents(s.req, msg, fr.Payload)
 	return ev, evs, err
 }
 
@@ -235,6 +245,16 @@ func (s *grpcStream) Next() (wire.SSEEvent, []task.Event, error) {
 func (GRPCEdge) StripPush(req *task.Request, body []byte) ([]byte, error) {
 	if req.Push == nil || (req.Operation != task.OpSend && req.Operation != task.OpStream) {
 		return body, nil
+	}
+	if req.Protocol.Version == V10 {
+		var msg a2apb10.SendMessageRequest
+		if err := proto.Unmarshal(body, &msg); err != nil {
+			return nil, fmt.Errorf("stripping the push config: %w", err)
+		}
+		if c := msg.GetConfiguration(); c != nil {
+			c.TaskPushNotificationConfig = nil
+		}
+		return proto.MarshalOptions{Deterministic: true}.Marshal(&msg)
 	}
 	var msg a2apb.SendMessageRequest
 	if err := proto.Unmarshal(body, &msg); err != nil {
@@ -257,13 +277,29 @@ func (GRPCEdge) RenderPushResult(req *task.Request, configs []task.PushConfig) w
 		return &a2apb.TaskPushNotificationConfig{Name: "tasks/" + req.TaskID + "/pushNotificationConfigs/" + c.ID,
 			PushNotificationConfig: pc}
 	}
+	view10 := func(c task.PushConfig) *a2apb10.TaskPushNotificationConfig {
+		pc := &a2apb10.TaskPushNotificationConfig{Tenant: req.Tenant, Id: c.ID, TaskId: req.TaskID, Url: c.URL, Token: c.Token}
+		if c.AuthScheme != "" {
+			pc.Authentication = &a2apb10.AuthenticationInfo{Scheme: c.AuthScheme, Credentials: c.Credentials}
+		}
+		return pc
+	}
+	v1 := req.Protocol.Version == V10
 	var msg proto.Message = &emptypb.Empty{}
-	switch req.Operation {
-	case task.OpPushSet, task.OpPushGet:
+	switch {
+	case (req.Operation == task.OpPushSet || req.Operation == task.OpPushGet) && len(configs) > 0 && v1:
+		msg = view10(configs[0])
+	case req.Operation == task.OpPushSet || req.Operation == task.OpPushGet:
 		if len(configs) > 0 {
 			msg = view(configs[0])
 		}
-	case task.OpPushList:
+	case req.Operation == task.OpPushList && v1:
+		l := &a2apb10.ListTaskPushNotificationConfigsResponse{}
+		for _, c := range configs {
+			l.Configs = append(l.Configs, view10(c))
+		}
+		msg = l
+	case req.Operation == task.OpPushList:
 		l := &a2apb.ListTaskPushNotificationConfigResponse{}
 		for _, c := range configs {
 			l.Configs = append(l.Configs, view(c))
@@ -278,9 +314,9 @@ func (GRPCEdge) RenderPushResult(req *task.Request, configs []task.PushConfig) w
 }
 
 // RenderNotification implements adapters.Push: a push callback is an HTTP
-// POST whatever binding the task came by, and 0.3 posts the Task.
-func (GRPCEdge) RenderNotification(t *task.Task, _ string) (string, []byte, error) {
-	return RenderNotification(t, V03)
+// POST whatever binding the task came by, in the task's version.
+func (GRPCEdge) RenderNotification(t *task.Task, version string) (string, []byte, error) {
+	return RenderNotification(t, version)
 }
 
 // NotificationHeaders implements adapters.Push, as over JSON-RPC.
@@ -293,6 +329,24 @@ func (GRPCEdge) NotificationHeaders(p task.PushConfig) http.Header {
 func (GRPCEdge) FilterTaskList(req *task.Request, body []byte, keep func(string) bool) ([]byte, bool, error) {
 	if req.Operation != task.OpList {
 		return body, false, nil
+	}
+	if req.Protocol.Version == V10 {
+		var l a2apb10.ListTasksResponse
+		if err := proto.Unmarshal(body, &l); err != nil {
+			return body, false, fmt.Errorf("list answer: %w", err)
+		}
+		kept := l.Tasks[:0:0]
+		for _, t := range l.Tasks {
+			if keep(t.GetId()) {
+				kept = append(kept, t)
+			}
+		}
+		if len(kept) == len(l.Tasks) {
+			return body, false, nil
+		}
+		l.Tasks, l.TotalSize = kept, int32(len(kept))
+		out, err := proto.MarshalOptions{Deterministic: true}.Marshal(&l)
+		return out, true, err
 	}
 	var l a2apb.ListTasksResponse
 	if err := proto.Unmarshal(body, &l); err != nil {
@@ -319,6 +373,28 @@ func (GRPCEdge) RewriteCardAnswer(req *task.Request, status int, body []byte, rw
 	if status != http.StatusOK {
 		return body, nil
 	}
+	jreq := *req
+	jreq.Protocol.Binding = task.BindingREST
+	if req.Protocol.Version == V10 {
+		// A 1.0 card's JSON is its proto-JSON.
+		var pc a2apb10.AgentCard
+		if err := proto.Unmarshal(body, &pc); err != nil {
+			return nil, fmt.Errorf("extended card: %w", err)
+		}
+		raw, err := protojson.Marshal(&pc)
+		if err != nil {
+			return nil, fmt.Errorf("extended card: %w", err)
+		}
+		out, err := RewriteCardAnswer(&jreq, status, raw, rw)
+		if err != nil {
+			return nil, err
+		}
+		var back a2apb10.AgentCard
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: false}).Unmarshal(out, &back); err != nil {
+			return nil, fmt.Errorf("extended card: %w", err)
+		}
+		return proto.MarshalOptions{Deterministic: true}.Marshal(&back)
+	}
 	var pc a2apb.AgentCard
 	if err := proto.Unmarshal(body, &pc); err != nil {
 		return nil, fmt.Errorf("extended card: %w", err)
@@ -331,8 +407,6 @@ func (GRPCEdge) RewriteCardAnswer(req *task.Request, status int, body []byte, rw
 	if err != nil {
 		return nil, fmt.Errorf("extended card: %w", err)
 	}
-	jreq := *req
-	jreq.Protocol.Binding = task.BindingREST
 	out, err := RewriteCardAnswer(&jreq, status, raw, rw)
 	if err != nil {
 		return nil, err

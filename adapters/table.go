@@ -105,6 +105,9 @@ func Register(p Protocol) error {
 	if edge == nil || edge.Name() != p.Name {
 		return fmt.Errorf("protocol %q: its edge must name itself %q", p.Name, p.Name)
 	}
+	if p.GRPC && (p.Fallback || len(p.Segments) > 0) {
+		return fmt.Errorf("protocol %q: a protocol served over gRPC is never read on an auto route (no segments, not the fallback)", p.Name)
+	}
 	p.Segments = slices.Clone(p.Segments)
 	for _, s := range p.Segments {
 		if s == "" || strings.Contains(s, "/") {
@@ -129,9 +132,6 @@ func Register(p Protocol) error {
 			return fmt.Errorf("protocol %q: directory path %s is already another protocol's", p.Name, p.DirectoryPath)
 		}
 		renderer = r
-	}
-	if p.GRPC && (p.Fallback || len(p.Segments) > 0) {
-		return fmt.Errorf("protocol %q: a protocol served over gRPC is never read on an auto route (no segments, not the fallback)", p.Name)
 	}
 	if err := names.Add(p.Name); err != nil { // the name's syntax and uniqueness
 		return err

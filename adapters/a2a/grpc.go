@@ -138,7 +138,7 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 	}
 	if m.version == V10 {
 		// Every 1.0 request message's proto-JSON is its JSON-RPC params.
-		p, f := protoParams(msg)
+		p, f := protoParams(msg, lim)
 		if f == nil {
 			f = resolveTenant(p, in, "")
 		}
@@ -147,7 +147,7 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 		}
 		return req, f
 	}
-	p, f := grpcParams(msg)
+	p, f := grpcParams(msg, lim)
 	if f != nil {
 		return req, f
 	}
@@ -157,11 +157,15 @@ func parseGRPC(in wire.Inbound, lim wire.Limits) (task.Request, *task.Fault) {
 	return req, nil
 }
 
-// protoParams reads a request message through its proto-JSON.
-func protoParams(msg proto.Message) (*wireParams, *task.Fault) {
+// protoParams reads a request message through its proto-JSON, within the
+// JSON bindings' nesting limit (a Struct nests as deep as JSON does).
+func protoParams(msg proto.Message, lim wire.Limits) (*wireParams, *task.Fault) {
 	raw, err := protojson.Marshal(msg)
 	if err != nil {
 		return nil, invalid("the request: %s", err.Error())
+	}
+	if f := wire.FaultOf(wire.CheckJSON(raw, lim.MaxJSONDepth)); f != nil {
+		return nil, f
 	}
 	p := &wireParams{}
 	if err := json.Unmarshal(raw, p); err != nil {
@@ -236,12 +240,12 @@ func unknownField(m protoreflect.Message, path string) string {
 
 // grpcParams reads a request message into the params the HTTP+JSON binding
 // of 0.3 reads from its body and path.
-func grpcParams(msg proto.Message) (*wireParams, *task.Fault) {
+func grpcParams(msg proto.Message, lim wire.Limits) (*wireParams, *task.Fault) {
 	p := &wireParams{}
 	switch r := msg.(type) {
 	case *a2apb.SendMessageRequest:
 		// The 0.3 HTTP+JSON body is this message's proto-JSON.
-		return protoParams(r)
+		return protoParams(r, lim)
 	case *a2apb.GetTaskRequest:
 		id, f := taskName(r.GetName(), "name")
 		if f != nil {

@@ -319,11 +319,16 @@ func TestGRPCStream(t *testing.T) {
 		t.Fatal("no task")
 	}
 	retail := client(t, w.slowAddr, w.Token(proxytest.RetailBot))
+	yields := 0
 	for _, err := range retail.ResubscribeToTask(ctx, &a2a.TaskIDParams{ID: sid}) {
+		yields++
 		if status.Code(grpcErr(t, err)) != codes.NotFound {
 			t.Errorf("foreign subscribe: %v", err)
 		}
 		break
+	}
+	if yields == 0 {
+		t.Error("foreign subscribe: no answer")
 	}
 	cancelled, err := slow.CancelTask(ctx, &a2a.TaskIDParams{ID: sid})
 	if err != nil || cancelled.Status.State != a2a.TaskStateCanceled {

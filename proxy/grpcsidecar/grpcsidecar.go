@@ -307,8 +307,10 @@ func (d *Door) relay(caller, out context.Context, ss grpc.ServerStream, p *proxy
 	out, cancel := context.WithCancel(out)
 	defer cancel()
 	sent := time.Now()
-	cs, err := d.conn.NewStream(out, &grpc.StreamDesc{ServerStreams: true}, method)
+	var cs grpc.ClientStream // nil unless the stream opened
+	opened, err := d.conn.NewStream(out, &grpc.StreamDesc{ServerStreams: true}, method)
 	if err == nil {
+		cs = opened
 		err = cs.SendMsg(&frame{b: p.Body})
 	}
 	if err == nil {

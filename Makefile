@@ -10,8 +10,12 @@ OPA_VERSION := v1.22.3
 OPA       := $(TOOLS)/opa
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI  := $(TOOLS)/golangci-lint
+# protoc-gen-go at go.mod's google.golang.org/protobuf: `make proto` generates
+# A2A 1.0's wire types with it (internal/protogen), protoc from Debian's package.
+PROTOC_GEN_GO_VERSION := v1.36.12
+PROTOC_GEN_GO := $(TOOLS)/protoc-gen-go
 
-.PHONY: build install test test-deps gotestsum grpcurl run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak
+.PHONY: build install test test-deps gotestsum grpcurl run bench bench-check bench-envoy lint check security fmt capture fuzz deps opa golangci policy-lint interop soak proto protoc-gen-go
 
 # `writ version` reads the module version and the commit from the build info;
 # the build time is the one thing Go does not record, so these targets do.
@@ -155,6 +159,18 @@ grpcurl:
 	  echo "installing grpcurl $(GRPCURL_VERSION) into .tools/"; \
 	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)) && \
 	  touch "$(TOOLS)/.grpcurl-$(GRPCURL_VERSION)"; fi
+
+protoc-gen-go:
+	@if ! "$(PROTOC_GEN_GO)" --version 2>/dev/null | grep -q "$(PROTOC_GEN_GO_VERSION)"; then \
+	  echo "installing protoc-gen-go $(PROTOC_GEN_GO_VERSION) into .tools/"; \
+	  (cd /tmp && GOFLAGS=-mod=mod GOBIN="$(TOOLS)" $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)); fi
+
+# Regenerate adapters/a2a/a2apb10 (A2A 1.0's messages) from the specification's
+# proto committed beside it; internal/protogen's test checks the result is
+# what is committed. protoc comes from Debian's protobuf-compiler (.ci/deps).
+proto: protoc-gen-go
+	@command -v protoc >/dev/null 2>&1 || WRIT_DEPS=protoc bash .ci/deps
+	$(GO) run ./internal/protogen -protoc protoc -plugin "$(PROTOC_GEN_GO)" -out adapters/a2a/a2apb10
 
 golangci:
 	@if ! "$(GOLANGCI)" version 2>/dev/null | grep -q "$(GOLANGCI_VERSION:v%=%)"; then \

@@ -17,6 +17,7 @@ var builtin = []Protocol{
 		Fallback: true, DirectoryPath: DirectoryPath},
 	{Name: acp.ProtocolName, Edge: func(RouteOptions) Edge { return acp.Edge{} },
 		Segments: acp.Resources(), DirectoryPath: acp.AgentsPath},
+	{Name: a2a.GRPCProtocolName, Edge: func(RouteOptions) Edge { return a2a.GRPCEdge{} }, GRPC: true},
 }
 
 func init() {
@@ -48,4 +49,12 @@ var (
 		Poller
 		Prober
 	} = acp.Edge{}
+	_ interface {
+		Edge
+		Answers
+		Canonical
+		ExtendedCards
+		Push
+		Lister
+	} = a2a.GRPCEdge{}
 )

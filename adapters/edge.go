@@ -135,3 +135,12 @@ type Lister interface {
 type Prober interface {
 	ReadyPath() string
 }
+
+// Canonical is a protocol whose requests writ forwards in its own encoding
+// of what it read, never in the caller's bytes (protobuf: a field sent
+// twice, a padded varint, fields out of order all encode one message many
+// ways, which the agent's parser might read otherwise than writ's).
+type Canonical interface {
+	// CanonicalBody re-encodes the body of req, which Parse read.
+	CanonicalBody(req *task.Request, body []byte) ([]byte, error)
+}

@@ -39,6 +39,11 @@ type Protocol struct {
 	// of the agents a caller may see, rendered by this protocol's edge (which
 	// must then be a CardRenderer); "" for none.
 	DirectoryPath string
+	// GRPC: the protocol is served over gRPC. Its agents get a gRPC listener
+	// of their own (agents[].grpc_listen), whose door hands the edge each
+	// call as a wire.GRPC request and maps its answers as wire.GRPC says; no
+	// auto route reads it (a gRPC path names a method, not a protocol).
+	GRPC bool
 }
 
 // RouteOptions are a route's settings that an edge may read.
@@ -100,6 +105,9 @@ func Register(p Protocol) error {
 	if edge == nil || edge.Name() != p.Name {
 		return fmt.Errorf("protocol %q: its edge must name itself %q", p.Name, p.Name)
 	}
+	if p.GRPC && (p.Fallback || len(p.Segments) > 0) {
+		return fmt.Errorf("protocol %q: a protocol served over gRPC is never read on an auto route (no segments, not the fallback)", p.Name)
+	}
 	p.Segments = slices.Clone(p.Segments)
 	for _, s := range p.Segments {
 		if s == "" || strings.Contains(s, "/") {
@@ -127,6 +135,11 @@ func Register(p Protocol) error {
 	}
 	if err := names.Add(p.Name); err != nil { // the name's syntax and uniqueness
 		return err
+	}
+	if p.GRPC {
+		if err := names.MarkGRPC(p.Name); err != nil {
+			return err
+		}
 	}
 	t := &table{protocols: append(slices.Clone(old.protocols), p), edges: clone(old.edges), segments: clone(old.segments),
 		directory: clone(old.directory), fallback: old.fallback}
@@ -234,6 +247,9 @@ func NewRoute(protocol, jsonrpcPath string) (Route, error) {
 	}
 	r := Route{segments: map[string]Edge{}}
 	for _, p := range t.protocols {
+		if p.GRPC {
+			continue // see Protocol.GRPC
+		}
 		e := p.Edge(opts)
 		for _, s := range p.Segments {
 			r.segments[s] = e

@@ -131,3 +131,32 @@ func TestRegisterRefusesAmbiguity(t *testing.T) {
 		t.Errorf("after refused registrations: %d protocols (%d before), names %v (%v before)", len(got), len(before), names.All(), beforeNames)
 	}
 }
+
+// TestGRPCProtocol: A2A over gRPC is in the table, marked served over gRPC
+// (config asks its agents for grpc_listen), never read on an auto route
+// (its paths are method names), and a gRPC protocol with segments or as the
+// fallback is refused.
+func TestGRPCProtocol(t *testing.T) {
+	if !names.GRPC(a2a.GRPCProtocolName) || names.GRPC(a2a.ProtocolName) || !slices.Contains(names.AllGRPC(), a2a.GRPCProtocolName) {
+		t.Fatalf("gRPC protocols: %v", names.AllGRPC())
+	}
+	r, err := adapters.NewRoute(names.Auto, "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := r.For("/a2a.v1.A2AService/SendMessage"); e.Name() != a2a.ProtocolName {
+		t.Errorf("an auto route read a gRPC path with %s", e.Name())
+	}
+	fixed, err := adapters.NewRoute(a2a.GRPCProtocolName, "/")
+	if err != nil || fixed.For("/").Name() != a2a.GRPCProtocolName {
+		t.Fatalf("a gRPC route: %v %v", fixed, err)
+	}
+	for _, p := range []adapters.Protocol{
+		{Name: "grpc-seg", Edge: func(adapters.RouteOptions) adapters.Edge { return other{"grpc-seg"} }, GRPC: true, Segments: []string{"grpcseg"}},
+		{Name: "grpc-fb", Edge: func(adapters.RouteOptions) adapters.Edge { return other{"grpc-fb"} }, GRPC: true, Fallback: true},
+	} {
+		if err := adapters.Register(p); err == nil || !strings.Contains(err.Error(), "served over gRPC") {
+			t.Errorf("%s: %v", p.Name, err)
+		}
+	}
+}

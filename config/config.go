@@ -353,10 +353,17 @@ type Agent struct {
 	Hosts []string `yaml:"hosts"`
 	// Upstream is the agent's own base URL.
 	Upstream string `yaml:"upstream"`
-	// Protocol is a protocol of writ's table (package adapters: a2a, acp)
-	// or auto (the default: each request's protocol detected from its path,
-	// ACP for /runs, /agents, /session(s) and A2A otherwise).
+	// Protocol is a protocol of writ's table (package adapters: a2a, acp,
+	// a2a-grpc) or auto (the default: each request's protocol detected from
+	// its path, ACP for /runs, /agents, /session(s) and A2A otherwise). A
+	// protocol served over gRPC (a2a-grpc) needs grpc_listen.
 	Protocol string `yaml:"protocol"`
+	// GRPCListen is the address of the agent's own gRPC listener (h2c, or
+	// TLS and mTLS as tls: says for listen), required for, and only for, a
+	// protocol served over gRPC: a gRPC call names a method, not a route, so
+	// each such agent has a listener of its own. The agent's upstream is
+	// then its gRPC address (http:// for h2c, https:// for TLS).
+	GRPCListen string `yaml:"grpc_listen"`
 	// PublicURL is the URL callers use; the served card advertises it.
 	PublicURL string `yaml:"public_url"`
 	// JSONRPCPath is where the agent serves A2A JSON-RPC, relative to Route
@@ -840,6 +847,7 @@ func (c *Config) Validate() error {
 			}
 			bad(key+".protocol", "must be %s, not %q%s", names.Choices(), a.Protocol, hint)
 		}
+		checkGRPCListen(a, key, bad)
 		if !strings.HasPrefix(a.JSONRPCPath, "/") {
 			bad(key+".jsonrpc_path", "must start with /")
 		}
@@ -1002,4 +1010,30 @@ func (e *Envoy) validate(c *Config, bad func(key, format string, args ...any)) {
 			}
 		}
 	}
+}
+
+// checkGRPCListen checks agents[].grpc_listen: set exactly when the agent's
+// protocol is served over gRPC (names.GRPC), and then host:port. An auto
+// route is never gRPC: a gRPC call's path names a method, which says nothing
+// of its protocol.
+func checkGRPCListen(a Agent, key string, bad func(key, format string, args ...any)) {
+	grpc := names.GRPC(a.Protocol)
+	switch {
+	case grpc && a.GRPCListen == "":
+		bad(key+".grpc_listen", "required: protocol %s is served over gRPC, on a listener of the agent's own", a.Protocol)
+	case !grpc && a.GRPCListen != "":
+		bad(key+".grpc_listen", "only for a protocol served over gRPC (%s), not %q", orNone(names.AllGRPC()), a.Protocol)
+	case grpc:
+		if _, _, err := net.SplitHostPort(a.GRPCListen); err != nil {
+			bad(key+".grpc_listen", "%q is not host:port", a.GRPCListen)
+		}
+	}
+}
+
+// orNone is a list of names for a message, "none is registered" when empty.
+func orNone(list []string) string {
+	if len(list) == 0 {
+		return "none is registered"
+	}
+	return strings.Join(list, ", ")
 }

@@ -23,10 +23,13 @@ const (
 	// ModeAuthZEN: a question a policy enforcement point asked through the
 	// AuthZEN API (proxy/authzen): a decision without a request to forward.
 	ModeAuthZEN = "authzen"
+	// ModeGRPC: a call through the sidecar's gRPC listener of an agent
+	// served over gRPC (agents[].grpc_listen).
+	ModeGRPC = "grpc"
 )
 
 // Modes lists every mode, for bounded metric labels.
-var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc, ModeEgress, ModeAuthZEN}
+var Modes = []string{ModeSidecar, ModeExtAuthz, ModeExtProc, ModeEgress, ModeAuthZEN, ModeGRPC}
 
 // Directions: whether a decision was about a request coming in to the
 // protected agent or going out from it (egress mode). "" is ingress.

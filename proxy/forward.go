@@ -144,6 +144,13 @@ func (p *Plan) relayTo(ctx, caller context.Context, w http.ResponseWriter, resp 
 	}
 }
 
+// Outbound is the headers the forwarded request carries, for a door that
+// sends it itself by other means than Forward (the gRPC door's metadata):
+// the caller's end-to-end headers (writ's own spellings already gone),
+// without a hop-by-hop header or one Connection names, without Drop, with
+// Header set.
+func (p *Plan) Outbound(caller http.Header) http.Header { return p.outbound(caller) }
+
 // outbound is the forwarded request's headers: the caller's end-to-end
 // headers (RFC 9110 section 7.6.1: nothing Connection names, no hop-by-hop
 // header), without Drop, with writ's own set.

@@ -118,6 +118,14 @@ func (c *Core) forward(x *exchange) Outcome {
 		target.RawQuery = x.inc.Query.Encode()
 	}
 	body := x.inc.Body
+	if cz, ok := x.edge.(adapters.Canonical); ok {
+		// The agent reads writ's encoding of what writ read.
+		canon, err := cz.CanonicalBody(&x.req, body)
+		if err != nil {
+			return c.refuse(x, task.NewFault(task.KindInvalidParams, err.Error()))
+		}
+		body = canon
+	}
 	if x.eg == nil && c.pushOn() && x.req.Push != nil {
 		if ps, ok := x.edge.(adapters.Push); ok {
 			// The agent never learns the caller's callback: writ delivers itself.

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"sync"
 
+	"google.golang.org/grpc/credentials"
+
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/authz/exchange"
 	"github.com/writ-authz/writ/authz/identity"
@@ -20,6 +22,7 @@ import (
 	"github.com/writ-authz/writ/proxy/egress"
 	"github.com/writ-authz/writ/proxy/extauthz"
 	"github.com/writ-authz/writ/proxy/extproc"
+	"github.com/writ-authz/writ/proxy/grpcsidecar"
 	"github.com/writ-authz/writ/proxy/sidecar"
 )
 
@@ -72,6 +75,7 @@ var doors = []struct {
 	build func(p *doorParts) (Door, error)
 }{
 	{"sidecar", newSidecarDoor},
+	{"grpc", newGRPCDoor},
 	{"ext_authz", newExtAuthzDoor},
 	{"ext_proc", newExtProcDoor},
 	{"egress", newEgressDoor},
@@ -155,6 +159,77 @@ func (d *sidecarDoor) Addrs() map[string]string {
 }
 
 func (d *sidecarDoor) Shutdown(ctx context.Context) error { return d.web.shutdown(ctx) }
+
+// grpcDoor is the sidecar's gRPC listeners: one per agent served over
+// gRPC (agents[].grpc_listen), h2c, or TLS (and mTLS) as tls: says for
+// listen.
+type grpcDoor struct {
+	p     *doorParts
+	doors []*grpcsidecar.Door
+	keys  []string
+}
+
+func newGRPCDoor(p *doorParts) (Door, error) {
+	d := &grpcDoor{p: p}
+	for i, a := range p.cfg.Agents {
+		if a.GRPCListen != "" {
+			d.keys = append(d.keys, fmt.Sprintf("agents[%d].grpc_listen", i))
+		}
+	}
+	if len(d.keys) == 0 {
+		return nil, nil
+	}
+	return d, nil
+}
+
+func (d *grpcDoor) Name() string { return "grpc" }
+
+func (d *grpcDoor) Listen() error {
+	cfg := d.p.cfg
+	var creds credentials.TransportCredentials
+	if cfg.TLS != nil {
+		tc, err := newServerTLS(*cfg.TLS, d.p.log)
+		if err != nil {
+			return err
+		}
+		creds = credentials.NewTLS(tc)
+	}
+	for _, a := range cfg.Agents {
+		if a.GRPCListen == "" {
+			continue
+		}
+		door, err := grpcsidecar.New(d.p.core, a, cfg.Limits, grpcsidecar.Options{Creds: creds, Logger: d.p.log})
+		if err == nil {
+			var ln net.Listener
+			if ln, err = net.Listen("tcp", a.GRPCListen); err == nil {
+				door.Listen(ln)
+				d.doors = append(d.doors, door)
+				d.p.log.Info("gRPC: the agent's listener is serving", "agent", a.Name, "addr", door.Addr(), "tls", creds != nil)
+				continue
+			}
+			err = errors.Join(fmt.Errorf("agents %s: grpc_listen: %w", a.Name, err), door.Shutdown(context.Background()))
+		}
+		return errors.Join(err, d.Shutdown(context.Background()))
+	}
+	return nil
+}
+
+func (d *grpcDoor) Addrs() map[string]string {
+	out := map[string]string{}
+	for i, door := range d.doors {
+		out[d.keys[i]] = door.Addr()
+	}
+	return out
+}
+
+func (d *grpcDoor) Shutdown(ctx context.Context) error {
+	var err error
+	for _, door := range d.doors {
+		err = errors.Join(err, door.Shutdown(ctx))
+	}
+	d.doors = nil
+	return err
+}
 
 // extAuthzDoor is Envoy's ext_authz (gRPC and HTTP) over the core, when
 // envoy.grpc_listen or envoy.http_listen is set.
@@ -360,6 +435,7 @@ func engineRules(e *authz.Engine) authzen.Rules {
 
 var (
 	_ Door = (*sidecarDoor)(nil)
+	_ Door = (*grpcDoor)(nil)
 	_ Door = (*extAuthzDoor)(nil)
 	_ Door = (*extProcDoor)(nil)
 	_ Door = (*egressDoor)(nil)

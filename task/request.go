@@ -32,6 +32,8 @@ type Binding string
 const (
 	BindingJSONRPC Binding = "jsonrpc"
 	BindingREST    Binding = "rest"
+	// BindingGRPC is a gRPC call (protobuf messages, metadata).
+	BindingGRPC Binding = "grpc"
 )
 
 // Protocol says which wire protocol carried a request. Name and Version are the

@@ -78,3 +78,36 @@ func Choices() string {
 	}
 	return strings.Join(all[:len(all)-1], ", ") + " or " + all[len(all)-1]
 }
+
+// grpcNames are the registered protocols served over gRPC: their agents get
+// a gRPC listener of their own (agents[].grpc_listen), not a route of the
+// HTTP listener.
+var grpcNames []string
+
+// MarkGRPC records that a registered protocol is served over gRPC. It is for
+// package adapters' Register, after Add.
+func MarkGRPC(name string) error {
+	mu.Lock()
+	defer mu.Unlock()
+	if !slices.Contains(list, name) {
+		return fmt.Errorf("protocol %q is not registered", name)
+	}
+	if !slices.Contains(grpcNames, name) {
+		grpcNames = append(grpcNames, name)
+	}
+	return nil
+}
+
+// GRPC reports whether name is a registered protocol served over gRPC.
+func GRPC(name string) bool {
+	mu.RLock()
+	defer mu.RUnlock()
+	return slices.Contains(grpcNames, name)
+}
+
+// AllGRPC is the registered protocols served over gRPC, in registration order.
+func AllGRPC() []string {
+	mu.RLock()
+	defer mu.RUnlock()
+	return slices.Clone(grpcNames)
+}

@@ -97,6 +97,10 @@ func startA2A(kind behaviour, cfg *config, desc string) (*Agent, error) {
 	exec := &executor{kind: kind, delay: cfg.delay, life: life}
 	handler := strictCancel{RequestHandler: a2asrv.NewHandler(exec, hopts...), store: store}
 
+	if cfg.grpc {
+		a.serveGRPC(ln, handler)
+		return a, nil
+	}
 	mux := http.NewServeMux()
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a.observeCard(a2asrv.NewStaticAgentCardHandler(a.Card)))
 	mux.Handle("/", a.observeRPC(a2asrv.NewJSONRPCHandler(handler)))

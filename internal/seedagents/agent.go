@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"google.golang.org/grpc"
 )
 
 // CallerHeader is the header writ uses to tell an upstream who the caller is.
@@ -70,6 +71,7 @@ type Agent struct {
 	Card *a2a.AgentCard
 
 	srv  *http.Server
+	grpc *grpc.Server
 	stop context.CancelFunc
 
 	mu   sync.Mutex
@@ -89,6 +91,7 @@ type config struct {
 	delay   time.Duration
 	logger  *slog.Logger
 	onState func(a2a.TaskID, a2a.TaskState)
+	grpc    bool
 }
 
 // WithName overrides the agent's name.
@@ -113,6 +116,10 @@ func WithDelay(d time.Duration) Option { return func(c *config) { c.delay = d } 
 func WithStateHook(f func(id a2a.TaskID, state a2a.TaskState)) Option {
 	return func(c *config) { c.onState = f }
 }
+
+// WithGRPC serves the A2A agent over gRPC (a2a-go's a2agrpc, h2c on its
+// URL's address) instead of JSON-RPC; it then serves no card over HTTP.
+func WithGRPC() Option { return func(c *config) { c.grpc = true } }
 
 // WithLogger sets the logger of the agent's SDK handler (default: discard).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -152,6 +159,9 @@ func (a *Agent) Close() error {
 		}
 		if a.srv != nil {
 			a.closeErr = a.srv.Close()
+		}
+		if a.grpc != nil {
+			a.grpc.Stop()
 		}
 	})
 	return a.closeErr

@@ -1,5 +1,5 @@
-// Package grpcserve is the gRPC server the Envoy-facing doors (ext_authz,
-// ext_proc) share: one service with a bound on the message size,
+// Package grpcserve is the gRPC server the gRPC doors (ext_authz, ext_proc,
+// the sidecar's gRPC listener) share: one service with a bound on the message size,
 // grpc.health.v1 reporting it SERVING, reflection when configured, and a
 // shutdown that turns health to NOT_SERVING and drains what is in flight
 // until a deadline.
@@ -45,6 +45,20 @@ func New(desc *grpc.ServiceDesc, impl any, maxRecv int, reflect bool) *Server {
 	if reflect {
 		reflection.Register(g)
 	}
+	return &Server{Server: g, health: hs}
+}
+
+// NewProxy builds the server of a door that serves every call itself
+// (grpc.UnknownServiceHandler: the calls of a service it relays, whatever
+// its methods), with grpc.health.v1 beside it, messages above maxRecv bytes
+// failing the call; opts add to the server's options (credentials, codec).
+func NewProxy(handler grpc.StreamHandler, maxRecv int, opts ...grpc.ServerOption) *Server {
+	opts = append([]grpc.ServerOption{grpc.MaxRecvMsgSize(maxRecv), grpc.NumStreamWorkers(streamWorkers()),
+		grpc.UnknownServiceHandler(handler)}, opts...)
+	g := grpc.NewServer(opts...)
+	hs := health.NewServer()
+	hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
 	return &Server{Server: g, health: hs}
 }
 

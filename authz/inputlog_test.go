@@ -75,7 +75,7 @@ func TestInputJSON(t *testing.T) {
 func TestInputJSONValues(t *testing.T) {
 	strs := []string{"plain", "quote\" back\\slash", "nl\n tab\t cr\r nul\x00 bell\x07", "bad utf-8 \xff\xfe end",
 		"seps \u2028 \u2029", "<html> & 'q'", "ünïcödé ✓ 𝄞", "\ufffd", ""}
-	floats := []float64{0, -0.0, 1, -1, 0.1, 123.456, 1e-6, 1e-7, 1.5e-7, 1e20, 1e21, 1.5e21, 5e-324, math.MaxFloat64, 1700000000}
+	floats := []float64{0, math.Copysign(0, -1), 1, -1, 0.1, 123.456, 1e-6, 1e-7, 1.5e-7, 1e20, 1e21, 1.5e21, 5e-324, math.MaxFloat64, 1700000000}
 	claims := map[string]any{"n": json.Number("12.50"), "nested": map[string]any{"list": []any{"a", 1.0, nil, true, map[string]any{}}}}
 	for i, s := range strs {
 		claims["s"+string(rune('a'+i))] = s

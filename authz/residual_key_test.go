@@ -214,9 +214,9 @@ func hoppedCaller() identity.Caller {
 // matrix has and one whose chain records its hops' authority, push configs,
 // task records, data levels, a named tenant, task ids.
 func keyDonors() []*Input {
-	hopped, other, deep, cyclic, self, noTenant, noScope, retail, confidential := investigator, investigator,
-		investigator, investigator, investigator, investigator, investigator, investigator, investigator
-	hopped = hoppedCaller()
+	hopped := hoppedCaller()
+	other, deep, cyclic, self, noTenant, noScope, retail, confidential := investigator, investigator,
+		investigator, investigator, investigator, investigator, investigator, investigator
 	other.UserID, other.Issuer = "u-7", "https://other.example"
 	deep.Chain = []string{"a", "b", "c", "d"}
 	cyclic.Chain = []string{"orchestrator", "sanctions-screening-agent"}

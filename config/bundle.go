@@ -8,8 +8,8 @@ import (
 
 // Defaults of policy_bundle: (OPA's bundle plugin's polling defaults).
 const (
-	DefaultBundlePollMin  = 60 * time.Second
-	DefaultBundlePollMax  = 120 * time.Second
+	DefaultBundleMinPoll  = 60 * time.Second
+	DefaultBundleMaxPoll  = 120 * time.Second
 	DefaultBundleMaxBytes = 32 << 20
 	// DefaultBundleStartWait bounds the first download at start.
 	DefaultBundleStartWait = 10 * time.Second
@@ -61,10 +61,10 @@ func (b *PolicyBundle) applyDefaults() {
 		return
 	}
 	if b.PollMin == 0 {
-		b.PollMin = DefaultBundlePollMin
+		b.PollMin = DefaultBundleMinPoll
 	}
 	if b.PollMax == 0 {
-		b.PollMax = max(DefaultBundlePollMax, b.PollMin)
+		b.PollMax = max(DefaultBundleMaxPoll, b.PollMin)
 	}
 	if b.MaxBytes == 0 {
 		b.MaxBytes = DefaultBundleMaxBytes

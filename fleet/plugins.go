@@ -188,7 +188,7 @@ func (p *Plugins) Start(ctx context.Context) error {
 		close(p.done)
 		return nil
 	}
-	go p.work()
+	go p.work(context.WithoutCancel(ctx))
 	return nil
 }
 

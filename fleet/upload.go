@@ -45,9 +45,8 @@ func storeMask(store storage.Store, mask []string) error {
 
 // work hands each queued decision to the decision-log plugin until the
 // queue closes.
-func (p *Plugins) work() {
+func (p *Plugins) work(ctx context.Context) {
 	defer close(p.done)
-	ctx := context.Background()
 	for d := range p.q {
 		info, err := eventInfo(&d)
 		if err == nil {

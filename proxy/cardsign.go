@@ -314,7 +314,7 @@ func (c *Core) verifySignature(ctx context.Context, rt *route, sig wire.Signatur
 	// protected one only.
 	jws, err := jose.ParseDetached(compact, contents[0], cardAlgs)
 	if err != nil {
-		return nil, fmt.Errorf("not a JWS with an accepted algorithm: %v", err)
+		return nil, fmt.Errorf("not a JWS with an accepted algorithm: %w", err)
 	}
 	hdr := jws.Signatures[0].Protected
 	if hdr.KeyID == "" {
@@ -368,7 +368,7 @@ func (c *Core) fetchJKU(ctx context.Context, jku string) (*jose.JSONWebKeySet, e
 		if errors.As(err, &r) {
 			return nil, fmt.Errorf("jku %s refused: %s", jku, r.Reason)
 		}
-		return nil, fmt.Errorf("jku %s: %v", jku, err)
+		return nil, fmt.Errorf("jku %s: %w", jku, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
@@ -376,11 +376,11 @@ func (c *Core) fetchJKU(ctx context.Context, jku string) (*jose.JSONWebKeySet, e
 	}
 	raw, err := push.ReadLimited(resp.Body, maxJWKSBytes)
 	if err != nil {
-		return nil, fmt.Errorf("jku %s: %v", jku, err)
+		return nil, fmt.Errorf("jku %s: %w", jku, err)
 	}
 	set, err := parseKeySet(raw, false)
 	if err != nil {
-		return nil, fmt.Errorf("jku %s: %v", jku, err)
+		return nil, fmt.Errorf("jku %s: %w", jku, err)
 	}
 	return set, nil
 }

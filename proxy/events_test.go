@@ -106,10 +106,10 @@ func TestDecisionCarriesChainID(t *testing.T) {
 	rec := &recordingSink{}
 	h := proxytest.New(t, []config.Agent{proxytest.SanctionsAgent(up.Srv.URL)}, nil)
 	h.Bus.Subscribe(rec)
-	claims := h.IdP.Claims(devidp.Caller{Agent: proxytest.Investigator.Agent, User: proxytest.Investigator.User, Tenant: proxytest.Investigator.Tenant,
+	claims := h.IDP.Claims(devidp.Caller{Agent: proxytest.Investigator.Agent, User: proxytest.Investigator.User, Tenant: proxytest.Investigator.Tenant,
 		Classification: proxytest.Investigator.Class, Scope: proxytest.Investigator.Scopes, Chain: proxytest.Investigator.Chain})
 	claims["txn"] = "q3Zr8sXyT1m0cV2bNf7LkA"
-	tok, err := h.IdP.Sign(claims)
+	tok, err := h.IDP.Sign(claims)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,7 +37,7 @@ func TestIdentityRefusalIsLogged(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Bus.Subscribe(dl)
-	h.IdP.Audience = "payments-api"
+	h.IDP.Audience = "payments-api"
 	tok := h.Token(proxytest.Caller{Agent: "ops-bot", User: "u-1", Tenant: "retail", Scopes: "delegate"})
 	sig := tok[strings.LastIndex(tok, ".")+1:]
 

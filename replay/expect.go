@@ -66,7 +66,7 @@ func ParseExpectations(raw []byte) ([]Expectation, error) {
 	}
 	var nodes []yaml.Node
 	if err := yaml.Unmarshal(raw, &nodes); err != nil || len(nodes) != len(out) {
-		return nil, fmt.Errorf("not a list of expectations: %v", err)
+		return nil, fmt.Errorf("not a list of expectations: %w", err)
 	}
 	for i := range out {
 		e, n := &out[i], &nodes[i]

@@ -199,7 +199,7 @@ func buildDelegation(d *Delegation) *delegationView {
 		Span: humanDuration(d.Last.Sub(d.First)), Logs: strings.Join(d.Logs, ", ")}
 	for i, st := range d.Steps {
 		sv := stepView{ID: "step-" + strconv.Itoa(i+1), Time: st.Time.Format("15:04:05.000"), Offset: "+" + formatOffset(st.Time.Sub(d.First)),
-			Kind: "deny", Label: "DENY", Direction: st.Direction, Hop: st.Hop, At: orDash(st.At), Operation: orDash(string(st.Operation)),
+			Kind: "deny", Label: "DENY", Direction: st.Direction, Hop: st.Hop, At: orDash(st.At), Operation: orDash(st.Operation),
 			Denials: st.Denials}
 		if st.Allow {
 			sv.Kind, sv.Label = "allow", "ALLOW"

@@ -352,7 +352,7 @@ func WriteStory(w io.Writer, d *Delegation) error {
 			codes = " " + strings.Join(c, ", ")
 		}
 		ew.printf("\n%2d. %s +%s  hop %d  %-7s at %s  %s %s%s\n", i+1, st.Time.Format("15:04:05.000"),
-			formatOffset(st.Time.Sub(d.First)), st.Hop, st.Direction, orDash(st.At), verdict, orDash(string(st.Operation)), codes)
+			formatOffset(st.Time.Sub(d.First)), st.Hop, st.Direction, orDash(st.At), verdict, orDash(st.Operation), codes)
 		ew.printf("    %s\n", strings.Join(st.Path, " → "))
 		ew.printf("    decision %s · %s%s\n", orDash(st.DecisionID), st.Where(), stepLink(st))
 		for _, dn := range st.Denials {

@@ -334,7 +334,7 @@ func (s *Server) firstBundle(ctx context.Context, key string, cfg *config.Policy
 			return f, p, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("%s: no policy to serve: from %s: %v; the persisted bundle: %w", key, cfg.URL, err, perr)
+	return nil, nil, fmt.Errorf("%s: no policy to serve: from %s: %w; the persisted bundle: %w", key, cfg.URL, err, perr)
 }
 
 // onBundle is OPA's downloader's callback for feed f: a bundle downloaded

@@ -235,7 +235,7 @@ func CheckReload(ctx context.Context, cfg *config.Config, candidate []string) (*
 	}
 	if err != nil {
 		c.Refused = err
-		return c, nil
+		return c, nil //nolint:nilerr // a refused set is the check's finding, not its failure
 	}
 	c.Revision = p.Revision
 	return c, nil

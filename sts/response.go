@@ -14,7 +14,9 @@ type tokenResponse struct {
 	Scope           string `json:"scope,omitempty"`
 }
 
-func marshalResponse(r *tokenResponse) ([]byte, error) { return json.Marshal(r) }
+// marshalResponse encodes the token endpoint's answer: the access token is
+// what it exists to send (RFC 8693 §2.2.1), to the authenticated client only.
+func marshalResponse(r *tokenResponse) ([]byte, error) { return json.Marshal(r) } //nolint:gosec // G117: the token response carries the token by definition
 
 // errorBody is RFC 6749 §5.2's error document.
 func errorBody(e *Error) []byte {

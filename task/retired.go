@@ -50,7 +50,7 @@ const (
 	RetiredContext byte = 'c'
 )
 
-// ErrRetired: the id was recorded once and the store no longer holds it (it
+// ErrRetired is the answer when the id was recorded once and the store no longer holds it (it
 // expired or was evicted), so it cannot be claimed again. At the retired-id
 // set's false-positive rate it is also the answer for an id never recorded.
 var ErrRetired = errors.New("id retired")

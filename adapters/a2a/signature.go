@@ -64,7 +64,7 @@ func CardSignatures(body []byte) ([]wire.Signature, [][]byte, error) {
 	// The canonical form refuses what has none (duplicate members, numbers
 	// out of range, invalid UTF-8): a signed card must mean one thing.
 	if _, err := jcs.Transform(body); err != nil {
-		return nil, nil, fmt.Errorf("%w: the card has no canonical form: %v", ErrCardSignatures, err)
+		return nil, nil, fmt.Errorf("%w: the card has no canonical form: %w", ErrCardSignatures, err)
 	}
 	sigs := make([]wire.Signature, 0, len(list))
 	for i, s := range list {
@@ -163,7 +163,7 @@ func canonical(v any) ([]byte, error) {
 	}
 	out, err := jcs.Transform(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrCardSignatures, err)
+		return nil, fmt.Errorf("%w: %w", ErrCardSignatures, err)
 	}
 	return out, nil
 }

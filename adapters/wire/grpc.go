@@ -75,11 +75,11 @@ type GRPCFrameReader struct {
 
 // NewGRPCFrameReader reads frames from r; max bounds a frame's payload (0:
 // DefaultMaxEventBytes, as for SSE events).
-func NewGRPCFrameReader(r io.Reader, max int) *GRPCFrameReader {
-	if max <= 0 {
-		max = DefaultMaxEventBytes
+func NewGRPCFrameReader(r io.Reader, maxBytes int) *GRPCFrameReader {
+	if maxBytes <= 0 {
+		maxBytes = DefaultMaxEventBytes
 	}
-	return &GRPCFrameReader{r: r, max: max}
+	return &GRPCFrameReader{r: r, max: maxBytes}
 }
 
 // Next reads the next frame; io.EOF at a clean end, io.ErrUnexpectedEOF in

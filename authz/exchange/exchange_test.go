@@ -214,7 +214,7 @@ func mustErr(e *Exchanger, r Request) error {
 
 func contains(list []error, e error) bool {
 	for _, x := range list {
-		if x == e {
+		if errors.Is(x, e) {
 			return true
 		}
 	}

@@ -80,7 +80,7 @@ func (r Runner) Run(t testing.TB, blocks []Block) string {
 				t.Fatal(err)
 			}
 		case "run":
-			cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.Text)
+			cmd := exec.Command("bash", "-euo", "pipefail", "-c", b.Text) //nolint:gosec // G204: running the page's own blocks is this package's job
 			cmd.Dir, cmd.Env = r.Dir, r.Env
 			out, err := cmd.CombinedOutput()
 			output.Write(out)
@@ -103,7 +103,7 @@ func (r Runner) background(t testing.TB, b Block) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("bash", "-c", b.Text)
+	cmd := exec.Command("bash", "-c", b.Text) //nolint:gosec // G204: running the page's own blocks is this package's job
 	cmd.Dir, cmd.Env = r.Dir, r.Env
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

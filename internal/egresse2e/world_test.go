@@ -5,10 +5,10 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -348,29 +348,11 @@ func (w *world) writ(args ...string) (string, int) {
 	if err == nil {
 		return string(out), 0
 	}
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		return string(out), ee.ExitCode()
 	}
 	w.t.Fatalf("writ %v: %v", args, err)
 	return "", -1
-}
-
-// claimsOf decodes a JWT's payload (not verified: for reading a chain id).
-func claimsOf(t testing.TB, tok string) map[string]any {
-	t.Helper()
-	parts := strings.Split(tok, ".")
-	if len(parts) != 3 {
-		t.Fatalf("not a JWT: %q", tok)
-	}
-	raw, err := base64.RawURLEncoding.DecodeString(parts[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
-		t.Fatal(err)
-	}
-	return m
 }
 
 // tap is a server of the test's own: a reverse proxy to its target (or, with

@@ -4,6 +4,8 @@ package peers
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -72,9 +74,11 @@ func EnsureNodeDir(t testing.TB, rel string) string {
 	return run.dir
 }
 
+// installed reports whether dir's node_modules are what its package-lock
+// names: the ready marker holds the digest of the lock npm ci installed, so
+// a checkout whose lock changed (a dependency added) installs again.
 func installed(dir string) bool {
 	for _, p := range []string{
-		filepath.Join("node_modules", readyMarker),
 		filepath.Join("node_modules", "@a2a-js", "sdk", "package.json"),
 		filepath.Join("node_modules", "express", "package.json"),
 	} {
@@ -82,7 +86,19 @@ func installed(dir string) bool {
 			return false
 		}
 	}
-	return true
+	mark, err := os.ReadFile(filepath.Join(dir, "node_modules", readyMarker))
+	want, lerr := lockDigest(dir)
+	return err == nil && lerr == nil && string(mark) == want
+}
+
+// lockDigest is the hex SHA-256 of dir's package-lock.json.
+func lockDigest(dir string) (string, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:]), nil
 }
 
 // prepare finds the package at rel and runs npm ci there if needed. A lock
@@ -115,7 +131,11 @@ func prepare(rel string) (string, error) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("npm ci in %s: %w\n%s", dir, err, out)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "node_modules", readyMarker), nil, 0o644); err != nil {
+	digest, err := lockDigest(dir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "node_modules", readyMarker), []byte(digest), 0o600); err != nil {
 		return "", err
 	}
 	return dir, nil

@@ -43,7 +43,7 @@ func main() {
 	flag.Parse()
 	code, err := Generate(*protoc, *plugin, *out)
 	if err == nil {
-		err = os.WriteFile(filepath.Join(*out, generated), code, 0o644)
+		err = os.WriteFile(filepath.Join(*out, generated), code, 0o600)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "protogen:", err)
@@ -67,10 +67,10 @@ func Generate(protoc, plugin, dir string) ([]byte, error) {
 	}
 	defer os.RemoveAll(tmp)
 	in := filepath.Join(tmp, "in")
-	if err := os.MkdirAll(filepath.Join(in, filepath.Dir(protoPath)), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(in, filepath.Dir(protoPath)), 0o750); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(in, protoPath), stripped, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(in, protoPath), stripped, 0o600); err != nil { //nolint:gosec // G703: a temporary copy under our own temp dir
 		return nil, err
 	}
 	pluginPath, err := exec.LookPath(plugin)

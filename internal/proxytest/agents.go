@@ -108,7 +108,7 @@ type Receiver struct {
 // NewReceiver starts a push receiver on 127.0.0.1.
 func NewReceiver(t *testing.T) *Receiver {
 	r := &Receiver{}
-	r.Srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+	r.Srv = httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, req *http.Request) {
 		b, _ := io.ReadAll(req.Body)
 		r.Mu.Lock()
 		r.Got = append(r.Got, req.Header.Clone())
@@ -176,7 +176,7 @@ func PushPolicies(t *testing.T) string {
 			s = strings.Replace(s, `"allow_http_hosts": []`, `"allow_http_hosts": ["127.0.0.1"]`, 1)
 			raw = []byte(s)
 		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), raw, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), raw, 0o600); err != nil { //nolint:gosec // G703: a test's copy of the checkout's policies into its temp dir
 			t.Fatal(err)
 		}
 	}

@@ -43,7 +43,7 @@ type Harness struct {
 	Bus    *events.Bus
 	Srv    *Endpoint
 	Store  *task.MemoryStore
-	IdP    *devidp.Provider
+	IDP    *devidp.Provider
 	Cfg    *config.Config
 	// Log is writ's own log (the core's and the sidecar's, JSON lines), for
 	// tests that check what writ logs, and what it never does.
@@ -144,7 +144,7 @@ func NewWith(t *testing.T, agents []config.Agent, mutate func(*config.Config), n
 			t.Errorf("writ's shutdown: %v", err)
 		}
 	})
-	return &Harness{T: t, Server: s, Core: s.Core(), Engine: s.Engine(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IdP: idp, Cfg: cfg, Log: logs}
+	return &Harness{T: t, Server: s, Core: s.Core(), Engine: s.Engine(), Bus: bus, Srv: &Endpoint{URL: s.URL()}, Store: store, IDP: idp, Cfg: cfg, Log: logs}
 }
 
 // Caller describes who a test token speaks for.
@@ -159,7 +159,7 @@ type Caller struct {
 // Token signs a JWT for c, with the RFC 8693 act chain.
 func (h *Harness) Token(c Caller) string {
 	h.T.Helper()
-	tok, err := h.IdP.Token(devidp.Caller{Agent: c.Agent, User: c.User, Tenant: c.Tenant,
+	tok, err := h.IDP.Token(devidp.Caller{Agent: c.Agent, User: c.User, Tenant: c.Tenant,
 		Classification: c.Class, Scope: c.Scopes, Chain: c.Chain, ChainScopes: c.ChainScopes})
 	if err != nil {
 		h.T.Fatal(err)
@@ -265,7 +265,7 @@ func (h *Harness) RPCWith(path, token, version, method string, params any, hdr m
 	if version != "" {
 		hdr["A2A-Version"] = version
 	}
-	resp, body := h.Do("POST", path, token, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, hdr)
+	resp, body := h.Do("POST", path, token, map[string]any{"jsonrpc": "2.0", "id": 1, "method": method, "params": params}, hdr) //nolint:bodyclose // Do reads and closes the body
 	var a RPCAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
 		h.T.Fatalf("%s: not JSON-RPC: %s", method, body)

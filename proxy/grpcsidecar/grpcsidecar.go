@@ -246,7 +246,7 @@ func (d *Door) forward(ctx context.Context, ss grpc.ServerStream, p *proxy.Plan,
 		if caller.Err() != nil {
 			return status.FromContextError(caller.Err()).Err()
 		}
-		if failed, ok := d.unreached(p, err, hdr, out, ev); ok {
+		if failed, ok := d.unreached(out, p, err, hdr, ev); ok {
 			return d.answer(ss, failed, "")
 		}
 		st := status.Convert(err)
@@ -277,7 +277,7 @@ func (d *Door) forward(ctx context.Context, ss grpc.ServerStream, p *proxy.Plan,
 
 // unreached reports whether err is the agent not reached (no header from
 // it: it never answered) or not in time, and then the plan's failure.
-func (d *Door) unreached(p *proxy.Plan, err error, hdr metadata.MD, out context.Context, ev *events.Request) (wire.Rendered, bool) {
+func (d *Door) unreached(out context.Context, p *proxy.Plan, err error, hdr metadata.MD, ev *events.Request) (wire.Rendered, bool) {
 	code := status.Code(err)
 	timeout := code == codes.DeadlineExceeded && errors.Is(out.Err(), context.DeadlineExceeded)
 	if !timeout && (code != codes.Unavailable || len(hdr) > 0) {
@@ -326,7 +326,7 @@ func (d *Door) relay(caller, out context.Context, ss grpc.ServerStream, p *proxy
 		if caller.Err() != nil {
 			return status.FromContextError(caller.Err()).Err()
 		}
-		if failed, ok := d.unreached(p, err, hdr, out, ev); ok {
+		if failed, ok := d.unreached(out, p, err, hdr, ev); ok {
 			return d.answer(ss, failed, "")
 		}
 	}

@@ -848,6 +848,11 @@ func (c *Config) Validate() error {
 			bad(key+".protocol", "must be %s, not %q%s", names.Choices(), a.Protocol, hint)
 		}
 		checkGRPCListen(a, key, bad)
+		if names.GRPC(a.Protocol) && (c.Envoy.GRPCListen != "" || c.Envoy.ExtProcListen != "") && strings.TrimSuffix(a.Route, "/") != "" {
+			// Behind Envoy the path writ decides on is the one Envoy routed:
+			// the call's method, which no route but / covers.
+			bad(key+".route", "%q: behind Envoy (envoy.grpc_listen, envoy.ext_proc_listen) a gRPC call's path is its method (/package.Service/Method), never below a route: use / (and hosts: to tell gRPC agents apart)", a.Route)
+		}
 		if !strings.HasPrefix(a.JSONRPCPath, "/") {
 			bad(key+".jsonrpc_path", "must start with /")
 		}

@@ -35,3 +35,23 @@ func TestGRPCListen(t *testing.T) {
 		t.Errorf("agent %+v", a)
 	}
 }
+
+// TestGRPCRouteBehindEnvoy: behind Envoy, a gRPC agent's route must be /,
+// since the path Envoy routed is the call's method; the sidecar alone keeps
+// any route (its gRPC door puts the route before the method).
+func TestGRPCRouteBehindEnvoy(t *testing.T) {
+	grpcAgent := strings.Replace(good, "    protocol: acp\n", "    protocol: a2a-grpc\n    grpc_listen: 127.0.0.1:9443\n", 1)
+	for _, envoy := range []string{"envoy: {grpc_listen: 127.0.0.1:9191}\n", "envoy: {ext_proc_listen: 127.0.0.1:9193}\n"} {
+		_, err := Parse([]byte(grpcAgent + envoy))
+		if err == nil || !strings.Contains(err.Error(), `agents[1].route: "/kyc": behind Envoy`) {
+			t.Errorf("%s: got %v", envoy, err)
+		}
+		root := strings.Replace(grpcAgent, "route: /kyc", "route: /\n    hosts: [kyc.example]", 1)
+		if _, err := Parse([]byte(root + envoy)); err != nil {
+			t.Errorf("%s, route /: %v", envoy, err)
+		}
+	}
+	if _, err := Parse([]byte(grpcAgent)); err != nil {
+		t.Errorf("sidecar only: %v", err)
+	}
+}

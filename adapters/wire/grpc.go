@@ -153,3 +153,29 @@ func GRPCStatusHTTP(code uint32) int {
 	}
 	return 500
 }
+
+// GRPCCodeOfHTTP is the gRPC status code of an answer that has only an HTTP
+// status (the core's plain refusals: a target not in canonical form, a path
+// no route serves, a route that names no agent): gRPC's own mapping of HTTP
+// statuses, made finer where the status says more. Every gRPC door answers
+// such a refusal with this code, so a call refused before any protocol was
+// chosen gets one status whichever door it came through.
+func GRPCCodeOfHTTP(status int) uint32 {
+	switch status {
+	case 400, 415:
+		return 3 // INVALID_ARGUMENT
+	case 401:
+		return 16 // UNAUTHENTICATED
+	case 403:
+		return 7 // PERMISSION_DENIED
+	case 404:
+		return 5 // NOT_FOUND
+	case 413, 429:
+		return 8 // RESOURCE_EXHAUSTED
+	case 502, 503:
+		return 14 // UNAVAILABLE
+	case 504:
+		return 4 // DEADLINE_EXCEEDED
+	}
+	return 13 // INTERNAL
+}

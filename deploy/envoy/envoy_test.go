@@ -45,13 +45,27 @@ import (
 
 // loadWrit loads writ.yaml exactly as `writ validate` does: config keys, identity
 // sources, policies compiled and their tests run.
-func loadWrit(t *testing.T) *config.Config {
+func loadWrit(t *testing.T) *config.Config { return loadWritFile(t, "writ.yaml") }
+
+// writFor is the writ config an Envoy file here is written against.
+func writFor(t *testing.T, envoyFile string) *config.Config {
+	if strings.HasSuffix(envoyFile, "envoy-grpc.yaml") {
+		return loadWritFile(t, "writ-grpc.yaml")
+	}
+	return loadWrit(t)
+}
+
+// loadWritFile loads one of the writ configs here (loadWrit).
+func loadWritFile(t *testing.T, file string) *config.Config {
 	t.Helper()
 	here, _ := os.Getwd()
+	if filepath.Base(here) != "envoy" {
+		here = filepath.Join(here, "deploy", "envoy") // a second load, from the root
+	}
 	// The other files' paths are the repository root's; writ.yaml's are
 	// relative to its own directory, read from there.
 	t.Chdir(filepath.Join(here, "../.."))
-	cfg, err := config.Load(filepath.Join(here, "writ.yaml"))
+	cfg, err := config.Load(filepath.Join(here, file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +78,7 @@ func loadWrit(t *testing.T) *config.Config {
 		t.Fatal(err)
 	}
 	if !cfg.Envoy.Enabled() || len(cfg.Agents) != 1 {
-		t.Fatalf("writ.yaml: want both ext_authz listeners and one agent: %+v", cfg.Envoy)
+		t.Fatalf("%s: want an ext_authz listener and one agent: %+v", file, cfg.Envoy)
 	}
 	return cfg
 }
@@ -380,8 +394,8 @@ func matches(m *matcherv3.StringMatcher, s string) bool {
 // normalisation — in each file, so a shipped file cannot lose either
 // unnoticed.
 func TestRoutingChecks(t *testing.T) {
-	cfg := loadWrit(t)
-	for _, f := range []string{"deploy/envoy/envoy.yaml", "deploy/envoy/envoy-http.yaml", "deploy/envoy/envoy-extproc.yaml"} {
+	for _, f := range []string{"deploy/envoy/envoy.yaml", "deploy/envoy/envoy-http.yaml", "deploy/envoy/envoy-extproc.yaml", "deploy/envoy/envoy-grpc.yaml"} {
+		cfg := writFor(t, f)
 		for what, spoil := range map[string]func(p envoyParts){
 			"names no agent": func(p envoyParts) {
 				p.hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0].TypedPerFilterConfig = nil
@@ -434,7 +448,39 @@ func TestRoutingChecks(t *testing.T) {
 // HTTP/2, with the body as bytes, and the jwt_authn claims writ trusts.
 func TestGRPCMode(t *testing.T) {
 	cfg := loadWrit(t)
-	p := parts(t, loadEnvoy(t, "deploy/envoy/envoy.yaml"))
+	checkGRPCMode(t, parts(t, loadEnvoy(t, "deploy/envoy/envoy.yaml")), cfg)
+}
+
+// TestGRPCCallMode: envoy-grpc.yaml fronts an agent served over gRPC
+// (writ-grpc.yaml): gRPC ext_authz as envoy.yaml has it, the call's frame
+// as raw_body (pack_as_bytes, which writ reads the one message from), a
+// body writ parses, the agent on route / (the path is the method) and its
+// cluster speaking HTTP/2.
+func TestGRPCCallMode(t *testing.T) {
+	cfg := loadWritFile(t, "writ-grpc.yaml")
+	p := parts(t, loadEnvoy(t, "deploy/envoy/envoy-grpc.yaml"))
+	checkGRPCMode(t, p, cfg)
+	a := cfg.Agents[0]
+	if a.Protocol != "a2a-grpc" || a.Route != "/" || !cfg.Envoy.ParsesBody() || cfg.Envoy.AllowPartialBody {
+		t.Errorf("writ-grpc.yaml: agent %s protocol %q route %q, parse_body %v, allow_partial_body %v",
+			a.Name, a.Protocol, a.Route, cfg.Envoy.ParsesBody(), cfg.Envoy.AllowPartialBody)
+	}
+	rt := p.hcm.GetRouteConfig().GetVirtualHosts()[0].GetRoutes()[0]
+	opts := &httpv3.HttpProtocolOptions{}
+	unpack(t, p.clusters[rt.GetRoute().GetCluster()].GetTypedExtensionProtocolOptions()["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"], opts)
+	if opts.GetExplicitHttpConfig().GetHttp2ProtocolOptions() == nil {
+		t.Errorf("the agent's cluster %s must speak HTTP/2 (gRPC)", rt.GetRoute().GetCluster())
+	}
+	if rt.GetRoute().GetTimeout().AsDuration() != 0 {
+		t.Errorf("route timeout %v cuts server streams", rt.GetRoute().GetTimeout().AsDuration())
+	}
+}
+
+// checkGRPCMode: the ext_authz filter of p sends gRPC checks to cfg's
+// envoy.grpc_listen over HTTP/2, with the body as bytes, and the jwt_authn
+// claims writ trusts.
+func checkGRPCMode(t *testing.T, p envoyParts, cfg *config.Config) {
+	t.Helper()
 	checkCommon(t, p, cfg)
 	ea := p.extAuthz
 	cluster := ea.GetGrpcService().GetEnvoyGrpc().GetClusterName()
@@ -528,14 +574,14 @@ func TestHTTPMode(t *testing.T) {
 // and passes its validation rules, and names writ's clusters at writ's
 // listeners (a new file cannot escape the checks below).
 func TestEveryFile(t *testing.T) {
-	cfg := loadWrit(t)
+	loadWrit(t) // from the root, as the rest
 	files, _ := filepath.Glob("deploy/envoy/envoy*.yaml")
-	if len(files) < 3 {
+	if len(files) < 4 {
 		t.Fatalf("only %v", files)
 	}
 	for _, f := range files {
 		p := parts(t, loadEnvoy(t, f))
-		checkRoute(t, p, cfg)
+		checkRoute(t, p, writFor(t, f))
 		if p.extAuthz != nil && p.extProc != nil {
 			t.Errorf("%s runs ext_authz and ext_proc: ext_proc alone decides and sees answers (docs/envoy.md)", f)
 		}

@@ -1,6 +1,7 @@
 package extauthz
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -51,6 +52,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := r.Header.Values(RouteHeader)
 	if !ok || !rawOK || len(route) > 1 {
 		s.answer(w, badRequest(errBadRequest))
+		return
+	}
+	if envoyreq.GRPCCall(r.Header) {
+		s.answerGRPC(w, errGRPCOverHTTP)
 		return
 	}
 	inc := proxy.Incoming{Method: r.Method, Path: path, RawPath: raw, Host: r.Host, RemoteAddr: r.RemoteAddr,
@@ -150,4 +155,23 @@ func (s *Server) answer(w http.ResponseWriter, out proxy.Outcome) {
 	}
 	w.WriteHeader(st)
 	_, _ = w.Write(out.Answer.Body)
+}
+
+// errGRPCOverHTTP refuses a gRPC call at the HTTP ext_authz server: Envoy's
+// http_service passes on only the headers its allowed_headers name and
+// sends no metadata context, so the call's message and metadata are checked
+// by the gRPC server (envoy.grpc_listen) or ext_proc instead; nothing is
+// decided on part of a call.
+var errGRPCOverHTTP = errors.New("writ's HTTP ext_authz server does not check gRPC calls; Envoy's gRPC ext_authz (envoy.grpc_listen) or ext_proc does")
+
+// answerGRPC refuses a gRPC call with err, as a status Envoy's local reply
+// carries to the client (its headers; a 400, which Envoy passes on).
+func (s *Server) answerGRPC(w http.ResponseWriter, err error) {
+	s.log.Warn("a gRPC call reached the HTTP ext_authz server; refused", "error", err)
+	_, h := envoyreq.GRPCAnswer(plainAnswer(http.StatusBadRequest, err.Error()))
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	writheader.Mark(w.Header())
+	w.WriteHeader(http.StatusBadRequest)
 }

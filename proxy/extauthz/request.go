@@ -57,6 +57,11 @@ func (s *Server) fromCheck(req *authv3.CheckRequest) (proxy.Incoming, error) {
 	}
 	partial := strings.EqualFold(hdr.Get(PartialBodyHeader), "true")
 	inc.Body, inc.BodyErr = s.bodyOf(body, partial)
+	if envoyreq.GRPCCall(hdr) {
+		// The body is the call's frames as they travelled (pack_as_bytes);
+		// the edge reads the one message, as from the sidecar's gRPC door.
+		inc.Body, inc.BodyErr = envoyreq.GRPCBody(inc.Body, inc.BodyErr)
+	}
 	inc.PeerCertificates = peerCertificates(attrs.GetSource())
 	inc.Caller, inc.CallerErr = s.verifiedCaller(attrs.GetMetadataContext())
 	return inc, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/writ-authz/writ/adapters/wire"
 	"github.com/writ-authz/writ/proxy"
+	"github.com/writ-authz/writ/proxy/envoyreq"
 	"github.com/writ-authz/writ/proxy/writheader"
 )
 
@@ -110,6 +111,44 @@ func deniedResponse(out proxy.Outcome) *authv3.CheckResponse {
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(st)},
 			Headers: hdrs,
 			Body:    string(out.Answer.Body),
+		}},
+		DynamicMetadata: metadata(out, false),
+	}
+}
+
+// grpcDeniedResponse is writ's own answer to a gRPC call: Envoy answers a
+// gRPC call it does not forward with a trailers-only response (HTTP 200)
+// whose grpc-status is the denied response's header when it has one, and
+// whose grpc-message is the body when there is one, else the header. So the
+// status goes in the headers, with its details (grpc-status-details-bin:
+// the ErrorInfo of every denial code, as the sidecar's gRPC door sends
+// them), and the body stays empty. The HTTP status, which the client never
+// sees, is the one Envoy's logs and stats count (out.EnvoyStatus).
+func grpcDeniedResponse(out proxy.Outcome) *authv3.CheckResponse {
+	code, h := envoyreq.GRPCAnswer(out.Answer)
+	if out.DecisionID != "" && h.Get(writheader.Decision) == "" {
+		h.Set(writheader.Decision, out.DecisionID)
+	}
+	if h.Get(writheader.AnsweredBy) == "" {
+		h.Set(writheader.AnsweredBy, writheader.Writ)
+	}
+	hdrs := make([]*corev3.HeaderValueOption, 0, len(h))
+	for _, k := range slices.Sorted(maps.Keys(h)) {
+		hdrs = append(hdrs, header(strings.ToLower(k), h.Get(k)))
+	}
+	st := out.EnvoyStatus()
+	if st < 300 {
+		st = wire.GRPCStatusHTTP(uint32(code))
+	}
+	msg := h.Get(envoyreq.GRPCMessageKey)
+	if out.Fault != nil {
+		msg = string(out.Fault.Kind) + ": " + out.Fault.Message
+	}
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(code), Message: msg},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(st)},
+			Headers: hdrs,
 		}},
 		DynamicMetadata: metadata(out, false),
 	}

@@ -90,7 +90,8 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 		}
 		out := badRequest(err)
 		s.served(out, start)
-		return deniedResponse(out), nil
+		hdr, _ := headersOf(req.GetAttributes().GetRequest().GetHttp())
+		return answerResponse(out, envoyreq.GRPCCall(hdr)), nil
 	}
 	remove := writheader.Spellings(inc.Header)
 	out, dry := s.decide(ctx, inc)
@@ -98,7 +99,16 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if out.Kind == proxy.Forward || dry {
 		return okResponse(out, remove, dry), nil
 	}
-	return deniedResponse(out), nil
+	return answerResponse(out, envoyreq.GRPCCall(inc.Header)), nil
+}
+
+// answerResponse is writ's own answer to the check: to a gRPC call, the
+// status Envoy sends for it (grpcDeniedResponse), else the HTTP answer.
+func answerResponse(out proxy.Outcome, grpc bool) *authv3.CheckResponse {
+	if grpc {
+		return grpcDeniedResponse(out)
+	}
+	return deniedResponse(out)
 }
 
 // decide admits the request, then applies envoy.dry_run: an outcome that does

@@ -112,27 +112,8 @@ func fromMetadata(md metadata.MD) http.Header {
 }
 
 // codeOfHTTP is the gRPC code of the core's plain refusals, by their HTTP
-// status (gRPC's own mapping of HTTP statuses, made finer where the status
-// says more).
-func codeOfHTTP(st int) codes.Code {
-	switch st {
-	case http.StatusBadRequest, http.StatusUnsupportedMediaType:
-		return codes.InvalidArgument
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.NotFound
-	case http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
-		return codes.ResourceExhausted
-	case http.StatusBadGateway, http.StatusServiceUnavailable:
-		return codes.Unavailable
-	case http.StatusGatewayTimeout:
-		return codes.DeadlineExceeded
-	}
-	return codes.Internal
-}
+// status (wire.GRPCCodeOfHTTP: the one mapping every gRPC door uses).
+func codeOfHTTP(st int) codes.Code { return codes.Code(wire.GRPCCodeOfHTTP(st)) }
 
 // httpStatusOf is a call's outcome as the HTTP status the served event
 // records (gRPC's status as gateways map it).

@@ -86,7 +86,9 @@ func (u *DecisionUpload) applyDefaults() {
 
 // ShipsLifecycle reports whether the lifecycle lines are shipped with the
 // decisions (decision_log.upload.lifecycle, default true).
-func (u *DecisionUpload) ShipsLifecycle() bool { return u != nil && (u.Lifecycle == nil || *u.Lifecycle) }
+func (u *DecisionUpload) ShipsLifecycle() bool {
+	return u != nil && (u.Lifecycle == nil || *u.Lifecycle)
+}
 
 // uploadMaskRoots are the members of OPA's event a mask may erase from.
 var uploadMaskRoots = []string{"input", "result", "custom", "labels", "metrics"}

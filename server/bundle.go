@@ -444,7 +444,7 @@ func (s *Server) firstPolicy(ctx context.Context, f *bundleFeed, opt authz.LoadO
 			return p, nil
 		}
 	}
-	return nil, fmt.Errorf("%s: no policy to serve: from %s: %v; the persisted bundle: %w", key, cfg.URL, err, perr)
+	return nil, fmt.Errorf("%s: no policy to serve: from %s: %w; the persisted bundle: %w", key, cfg.URL, err, perr)
 }
 
 // onBundle is OPA's downloader's callback for feed f: a bundle downloaded

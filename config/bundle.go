@@ -1,9 +1,22 @@
 package config
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"time"
+
+	"oras.land/oras-go/v2/registry"
+)
+
+// The kinds of bundle source (policy_bundle.type).
+const (
+	// BundleHTTP is an OPA bundle service: the bundle's tarball at an
+	// http(s) URL, polled with its ETag.
+	BundleHTTP = "http"
+	// BundleOCI is an OCI registry: the bundle is the gzip'd tarball layer
+	// of the image a tag or digest names.
+	BundleOCI = "oci"
 )
 
 // Defaults of policy_bundle: (OPA's bundle plugin's polling defaults).
@@ -21,14 +34,21 @@ const (
 // PolicyBundle takes the policy set from an OPA bundle service instead of
 // policies: (docs/fleet.md#policy-from-bundles).
 type PolicyBundle struct {
-	// URL is the bundle's http(s) URL on the bundle service.
+	// Type is where the bundle comes from: "http" (the default), an OPA
+	// bundle service; "oci", an OCI registry.
+	Type string `yaml:"type"`
+	// URL is the bundle's http(s) URL on the bundle service; with type oci,
+	// the registry's http(s) URL followed by the repository and a tag or
+	// digest (https://ghcr.io/acme/writ-policy:v4): the scheme says how to
+	// reach the registry, the rest is the image reference.
 	URL string `yaml:"url"`
 	// PollMin and PollMax bound the jittered wait between two polls
 	// (defaults 60s and 120s; whole seconds, as OPA's downloader counts).
 	PollMin time.Duration `yaml:"poll_min"`
 	PollMax time.Duration `yaml:"poll_max"`
 	// LongPoll, when set, asks the service to hold a poll until the bundle
-	// changes or this long has passed (OPA's long-polling; whole seconds).
+	// changes or this long has passed (OPA's long-polling; whole seconds;
+	// not with type oci: a registry does not hold polls).
 	LongPoll time.Duration `yaml:"long_poll"`
 	// MaxBytes refuses a bundle whose download, or any file of which, is
 	// larger (default 32 MiB).
@@ -59,6 +79,9 @@ type BundleSigning struct {
 func (b *PolicyBundle) applyDefaults() {
 	if b == nil {
 		return
+	}
+	if b.Type == "" {
+		b.Type = BundleHTTP
 	}
 	if b.PollMin == 0 {
 		b.PollMin = DefaultBundleMinPoll
@@ -91,10 +114,22 @@ func (b *PolicyBundle) validate(key, filesKey string, files bool, bad func(key, 
 	if files {
 		bad(key, "%s: and %s: are exclusive: the set comes from local files or from a bundle service, not both", filesKey, key)
 	}
-	if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad(key+".url", "must be an http(s) URL of a bundle, not %q", b.URL)
-	} else if u.Path == "" || u.Path == "/" {
-		bad(key+".url", "must name the bundle's path on the service (http://host/bundles/writ.tar.gz), not %q", b.URL)
+	switch b.Type {
+	case BundleHTTP, "": // "": a configuration built in code, not loaded
+		if u, err := url.Parse(b.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad(key+".url", "must be an http(s) URL of a bundle, not %q", b.URL)
+		} else if u.Path == "" || u.Path == "/" {
+			bad(key+".url", "must name the bundle's path on the service (http://host/bundles/writ.tar.gz), not %q", b.URL)
+		}
+	case BundleOCI:
+		if _, err := OCIReference(b.URL); err != nil {
+			bad(key+".url", "%v", err)
+		}
+		if b.LongPoll != 0 {
+			bad(key+".long_poll", "not with type oci: a registry does not hold polls (poll_min and poll_max set the rhythm)")
+		}
+	default:
+		bad(key+".type", "must be http (an OPA bundle service) or oci (an OCI registry), not %q", b.Type)
 	}
 	for key, d := range map[string]time.Duration{key + ".poll_min": b.PollMin, key + ".poll_max": b.PollMax} {
 		if d < time.Second || d%time.Second != 0 {
@@ -131,4 +166,30 @@ func (b *PolicyBundle) validate(key, filesKey string, files bool, bad func(key, 
 	if strings.TrimSpace(b.PersistDir) != b.PersistDir {
 		bad(key+".persist_dir", "%q: must name a directory, without surrounding spaces", b.PersistDir)
 	}
+}
+
+// OCIReference is the image reference of an OCI bundle's url
+// (https://ghcr.io/acme/writ-policy:v4 gives ghcr.io/acme/writ-policy:v4),
+// checked with the parser OPA's OCI downloader reads it with (oras's), so
+// that what loads here is what the downloader pulls: the registry is the
+// URL's host, and a tag or a digest is required (a bare repository names no
+// image).
+func OCIReference(raw string) (string, error) {
+	const form = "an OCI registry's http(s) URL, its repository and a tag or digest (https://ghcr.io/acme/writ-policy:v4)"
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("must be %s, not %q", form, raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("must be %s, without credentials, query or fragment, not %q", form, raw)
+	}
+	ref := u.Host + u.Path
+	r, err := registry.ParseReference(ref)
+	if err != nil || strings.Trim(u.Path, "/") == "" {
+		return "", fmt.Errorf("must be %s, not %q", form, raw)
+	}
+	if r.Reference == "" {
+		return "", fmt.Errorf("must name a tag or digest of %s (%s:v4 or %s@sha256:...), not the bare repository %q", r.Repository, raw, raw, raw)
+	}
+	return ref, nil
 }

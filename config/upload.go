@@ -45,6 +45,11 @@ type DecisionUpload struct {
 	// Queue bounds the decisions waiting to be encoded (default 10000):
 	// when full a decision is dropped and counted, never waited for.
 	Queue int `yaml:"queue"`
+	// Lifecycle ships the lifecycle lines too (default true): task created,
+	// state changed, artifact, protocol violation, eviction, the agent's
+	// errors, push attempts and results, each an event of its own at path
+	// writ/lifecycle/<type>. Off, decisions only.
+	Lifecycle *bool `yaml:"lifecycle"`
 	// Mask are JSON pointers of event members that must not leave the host
 	// (OPA's mask form: /input/caller/user_id, /custom/identity_error);
 	// each event lists what was erased of it.
@@ -73,6 +78,16 @@ func (u *DecisionUpload) applyDefaults() {
 	if u.Queue == 0 {
 		u.Queue = DefaultUploadQueue
 	}
+	if u.Lifecycle == nil {
+		on := true
+		u.Lifecycle = &on
+	}
+}
+
+// ShipsLifecycle reports whether the lifecycle lines are shipped with the
+// decisions (decision_log.upload.lifecycle, default true).
+func (u *DecisionUpload) ShipsLifecycle() bool {
+	return u != nil && (u.Lifecycle == nil || *u.Lifecycle)
 }
 
 // uploadMaskRoots are the members of OPA's event a mask may erase from.

@@ -15,8 +15,32 @@ func TestDecisionUploadDefaults(t *testing.T) {
 	}
 	u := c.DecisionLog.Upload
 	if u.Resource != "/logs" || u.BufferBytes != 16<<20 || u.ChunkBytes != 32<<10 || u.MinDelay != 5*time.Second ||
-		u.MaxDelay != 10*time.Second || u.Queue != 10000 || c.DecisionLog.Output != "stdout" {
+		u.MaxDelay != 10*time.Second || u.Queue != 10000 || c.DecisionLog.Output != "stdout" || !u.ShipsLifecycle() {
 		t.Errorf("defaults: %+v (output %q)", u, c.DecisionLog.Output)
+	}
+}
+
+// TestDecisionUploadLifecycle: decision_log.upload.lifecycle is on unless
+// set false; a value that is no boolean is refused, naming the key.
+func TestDecisionUploadLifecycle(t *testing.T) {
+	doc := func(v string) []byte {
+		return []byte(strings.Replace(good, "policies: [../policies]\n", "decision_log: {upload: {url: 'http://collector:8080'"+v+"}}\n", 1))
+	}
+	for v, want := range map[string]bool{"": true, ", lifecycle: true": true, ", lifecycle: false": false} {
+		c, err := Parse(doc(v))
+		if err != nil {
+			t.Fatalf("%q: %v", v, err)
+		}
+		if got := c.DecisionLog.Upload.ShipsLifecycle(); got != want {
+			t.Errorf("%q: ships lifecycle %v, want %v", v, got, want)
+		}
+	}
+	if _, err := Parse(doc(", lifecycle: sometimes")); err == nil || !strings.Contains(err.Error(), "lifecycle") {
+		t.Errorf("lifecycle: sometimes: %v, want refused naming the key", err)
+	}
+	var none *DecisionUpload
+	if none.ShipsLifecycle() {
+		t.Error("no upload ships lifecycle lines")
 	}
 }
 

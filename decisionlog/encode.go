@@ -35,6 +35,10 @@ const (
 // OPAPath is the "path" of decision lines in the OPA format.
 const OPAPath = "writ/authz/decision"
 
+// OPALifecyclePath prefixes the "path" of a lifecycle line shipped as an
+// OPA event: writ/lifecycle/<its type> (writ/lifecycle/task_created).
+const OPALifecyclePath = "writ/lifecycle/"
+
 // Line is one line of the writ format, decoded: readers (writ report) unmarshal
 // each line into it. Keys are omitted when empty, except that decision lines
 // always carry allow and caller (with caller.authenticated), push lines
@@ -514,27 +518,57 @@ func appendTask(b []byte, t *events.Task, s *seal) []byte {
 	e.begin()
 	e.time("time", t.Time)
 	e.str("type", t.Kind)
+	e.task(t, true)
+	e.seal(s)
+	e.end()
+	return append(e.b, '\n')
+}
+
+// task writes what a lifecycle line says of its task: the one encoding of
+// the local line and of the event shipped (appendOPATask), which carries
+// the decision (withDecision false) in its custom instead.
+func (e *enc) task(t *events.Task, withDecision bool) {
 	e.str("route", t.Route)
 	e.str("task_id", t.TaskID)
 	e.str("context_id", t.ContextID)
 	e.str("from", string(t.From))
 	e.str("to", string(t.To))
 	e.str("artifact", t.Artifact)
-	e.str("decision_id", t.DecisionID)
+	if withDecision {
+		e.str("decision_id", t.DecisionID)
+	}
 	e.str("reason", t.Reason)
 	e.upstream("upstream_error", t.Upstream)
+}
+
+// PushType is the type of p's line: push_attempt for an attempt,
+// push_delivered or push_failed for a notification's final outcome.
+func PushType(p *events.Push) string {
+	switch {
+	case !p.Final:
+		return TypePushAttempt
+	case p.Delivered:
+		return TypePushDelivered
+	}
+	return TypePushFailed
+}
+
+// appendPush writes a push line: the callback's host, never its URL, token or
+// credentials, and a stable reason instead of the error text.
+func appendPush(b []byte, p *events.Push, s *seal) []byte {
+	e := enc{b: b}
+	e.begin()
+	e.time("time", p.Time)
+	e.str("type", PushType(p))
+	e.push(p)
 	e.seal(s)
 	e.end()
 	return append(e.b, '\n')
 }
 
-// appendPush writes a push line: the callback's host, never its URL, token or
-// credentials, and a stable reason instead of the error text.
-func appendPush(b []byte, typ string, p *events.Push, s *seal) []byte {
-	e := enc{b: b}
-	e.begin()
-	e.time("time", p.Time)
-	e.str("type", typ)
+// push writes what a push line says of its delivery: the one encoding of
+// the local line and of the event shipped (appendOPAPush).
+func (e *enc) push(p *events.Push) {
 	e.str("task_id", p.TaskID)
 	e.str("context_id", p.ContextID)
 	e.key("push")
@@ -547,9 +581,61 @@ func appendPush(b []byte, typ string, p *events.Push, s *seal) []byte {
 		e.str("reason", p.Reason)
 	}
 	e.end()
-	e.seal(s)
+}
+
+// OPATaskEvent is the lifecycle line of t as an OPA decision-log event of
+// its own, id its decision_id (OPA's pipelines key on it, so a lifecycle
+// event never takes its decision's): path writ/lifecycle/<type>, input
+// what the local line says of the task (the same encoding, so the same
+// redaction), and the decision that admitted the request in
+// custom.caused_by_decision_id. decision_log.upload ships it.
+func OPATaskEvent(t *events.Task, id string) []byte {
+	e := enc{}
+	e.lifecycle(id, t.Kind, t.Time)
+	e.key("input")
+	e.begin()
+	e.task(t, false)
 	e.end()
-	return append(e.b, '\n')
+	e.custom(t.DecisionID)
+	e.end()
+	return e.b
+}
+
+// OPAPushEvent is the push line of p as an OPA decision-log event of its
+// own (as OPATaskEvent): input what the local line says of the delivery,
+// the receiver's host and never its URL, token or credentials.
+func OPAPushEvent(p *events.Push, id string) []byte {
+	e := enc{}
+	e.lifecycle(id, PushType(p), p.Time)
+	e.key("input")
+	e.begin()
+	e.push(p)
+	e.end()
+	e.custom("")
+	e.end()
+	return e.b
+}
+
+// lifecycle opens a lifecycle event: its own id, time and path, and
+// decisions' labels.
+func (e *enc) lifecycle(id, typ string, t time.Time) {
+	e.begin()
+	e.str("decision_id", id)
+	e.time("timestamp", t)
+	e.str("path", OPALifecyclePath+typ)
+	e.key("labels")
+	e.begin()
+	e.str("app", "writ")
+	e.end()
+}
+
+// custom writes a lifecycle event's custom: the decision that caused it,
+// when there is one.
+func (e *enc) custom(decisionID string) {
+	e.key("custom")
+	e.begin()
+	e.str("caused_by_decision_id", decisionID)
+	e.end()
 }
 
 // appendShadow writes a shadow_disagreement line: the live decision's id,

@@ -96,8 +96,7 @@ type kind uint8
 const (
 	kindDecision kind = iota + 1
 	kindTask
-	kindPushAttempt
-	kindPushResult
+	kindPush // an attempt or an outcome: PushType tells
 	kindShadow
 )
 
@@ -310,10 +309,7 @@ func (l *Log) Pushed(ev events.Push) {
 		return
 	}
 	e := entries.Get().(*entry)
-	e.kind, e.p = kindPushAttempt, ev
-	if ev.Final {
-		e.kind = kindPushResult
-	}
+	e.kind, e.p = kindPush, ev
 	if e.p.Time.IsZero() {
 		e.p.Time = l.now()
 	}
@@ -580,14 +576,8 @@ func (l *Log) encode(b []byte, e *entry) []byte {
 		return appendDecision(b, &e.d, &s)
 	case kindTask:
 		return appendTask(b, &e.t, &s)
-	case kindPushAttempt:
-		return appendPush(b, TypePushAttempt, &e.p, &s)
-	case kindPushResult:
-		typ := TypePushFailed
-		if e.p.Delivered {
-			typ = TypePushDelivered
-		}
-		return appendPush(b, typ, &e.p, &s)
+	case kindPush:
+		return appendPush(b, &e.p, &s)
 	case kindShadow:
 		return appendShadow(b, &e.sh, &s)
 	}

@@ -1,6 +1,6 @@
 // Package fleet is writ's part in the machinery a fleet of OPAs already
-// runs: decisions shipped to a decision-log collector in OPA's format
-// (decision_log.upload:) and a status document in OPA's shape, served on
+// runs: decisions and lifecycle lines shipped to a decision-log collector
+// in OPA's format (decision_log.upload:) and a status document in OPA's shape, served on
 // the admin listener and uploaded to a status service (status:)
 // (docs/fleet.md).
 //
@@ -17,7 +17,9 @@
 // part is what comes before: a bounded queue off the request path (a full
 // queue drops and counts, never blocks), the event itself
 // (decisionlog.OPAEvent: the bytes of the opa format's line, so the file
-// and the upload say the same), the mask list written as the plugin's mask
+// and the upload say the same; a lifecycle line is decisionlog's
+// OPATaskEvent or OPAPushEvent, the local line's own encoding under an id
+// of its own), the mask list written as the plugin's mask
 // policy (data.system.log.mask), and what the status says of writ's policy
 // sets and parts, which the assembly reports (UpdatePolicies, UpdatePart).
 package fleet
@@ -64,7 +66,7 @@ type Options struct {
 
 // Plugins are OPA's plugin manager with the status plugin and, with
 // Options.Upload, the decision-log plugin; an events sink for the
-// decisions to ship.
+// decisions (and lifecycle lines) to ship.
 type Plugins struct {
 	mgr     *plugins.Manager
 	logs    *logs.Plugin // nil without Options.Upload
@@ -72,10 +74,12 @@ type Plugins struct {
 	metrics opametrics.Metrics
 	log     *slog.Logger
 
-	q       chan events.Decision
-	done    chan struct{}
-	closeMu sync.Once
-	closed  atomic.Bool
+	q chan item
+	// lifecycle ships the lifecycle lines too (decision_log.upload.lifecycle).
+	lifecycle bool
+	done      chan struct{}
+	closeMu   sync.Once
+	closed    atomic.Bool
 
 	queued, dropped, failed atomic.Uint64
 	lastDropLog             atomic.Int64
@@ -174,7 +178,8 @@ func New(o Options) (*Plugins, error) {
 		}
 		p.logs = logs.New(lcfg, mgr).WithMetrics(p.metrics)
 		mgr.Register(logs.Name, p.logs)
-		p.q = make(chan events.Decision, u.Queue)
+		p.q = make(chan item, u.Queue)
+		p.lifecycle = u.ShipsLifecycle()
 	}
 	return p, nil
 }

@@ -2,6 +2,8 @@ package fleet
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,56 +45,102 @@ func storeMask(store storage.Store, mask []string) error {
 	})
 }
 
-// work hands each queued decision to the decision-log plugin until the
-// queue closes.
+// item is one event waiting in the upload's queue: a decision, or a
+// lifecycle line (t or p).
+type item struct {
+	d events.Decision
+	t *events.Task
+	p *events.Push
+}
+
+// event is it as the OPA event shipped, and the id it ships under: a
+// decision's own, a lifecycle line's fresh one.
+func (it *item) event() (id string, raw []byte) {
+	switch {
+	case it.t != nil:
+		id = newEventID()
+		return id, decisionlog.OPATaskEvent(it.t, id)
+	case it.p != nil:
+		id = newEventID()
+		return id, decisionlog.OPAPushEvent(it.p, id)
+	}
+	return it.d.ID, decisionlog.OPAEvent(&it.d)
+}
+
+// newEventID names a lifecycle event: random, like a decision's id (OPA's
+// pipelines key on decision_id, so no two events may share one).
+func newEventID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:]) // crypto/rand's Read never fails (it panics rather)
+	return hex.EncodeToString(b[:])
+}
+
+// work hands each queued event to the decision-log plugin until the queue
+// closes.
 func (p *Plugins) work(ctx context.Context) {
 	defer close(p.done)
-	for d := range p.q {
-		info, err := eventInfo(&d)
+	for it := range p.q {
+		id, raw := it.event()
+		info, err := eventInfo(raw)
 		if err == nil {
 			err = p.logs.Log(ctx, info)
 		}
 		if err != nil {
 			p.failed.Add(1)
-			p.log.Error("a decision could not be handed to the upload; it is not shipped", "decision_id", d.ID, "error", err)
+			p.log.Error("an event could not be handed to the upload; it is not shipped", "decision_id", id, "error", err)
+		}
+	}
+}
+
+// enqueue queues it for the upload, or drops and counts it when the queue
+// is full (never waits: the request path calls it).
+func (p *Plugins) enqueue(it item) {
+	if p.q == nil || p.closed.Load() {
+		return
+	}
+	select {
+	case p.q <- it:
+		p.queued.Add(1)
+	default:
+		n := p.dropped.Add(1)
+		// One line a second at most: the count is in Stats and the metrics.
+		if now := time.Now().Unix(); p.lastDropLog.Swap(now) != now {
+			p.log.Error("decision upload queue full; events dropped (not shipped; the local log has them)", "dropped_total", n)
 		}
 	}
 }
 
 // Decided implements events.Sink: with decision_log.upload the decision is
 // queued, or dropped and counted when the queue is full.
-func (p *Plugins) Decided(d events.Decision) {
-	if p.q == nil || p.closed.Load() {
-		return
-	}
-	select {
-	case p.q <- d:
-		p.queued.Add(1)
-	default:
-		n := p.dropped.Add(1)
-		// One line a second at most: the count is in Stats and the metrics.
-		if now := time.Now().Unix(); p.lastDropLog.Swap(now) != now {
-			p.log.Error("decision upload queue full; decisions dropped (not shipped; the local log has them)", "dropped_total", n)
-		}
-	}
-}
+func (p *Plugins) Decided(d events.Decision) { p.enqueue(item{d: d}) }
 
 // Served implements events.Sink (nothing to ship).
 func (*Plugins) Served(events.Request) {}
 
-// TaskChanged implements events.Sink (nothing to ship).
-func (*Plugins) TaskChanged(events.Task) {}
+// TaskChanged implements events.Sink: with decision_log.upload (and its
+// lifecycle on) the lifecycle line is queued like a decision.
+func (p *Plugins) TaskChanged(t events.Task) {
+	if p.lifecycle {
+		p.enqueue(item{t: &t})
+	}
+}
 
-// Pushed implements events.Sink (nothing to ship).
-func (*Plugins) Pushed(events.Push) {}
+// Pushed implements events.Sink: with decision_log.upload (and its
+// lifecycle on) the push line is queued like a decision.
+func (p *Plugins) Pushed(e events.Push) {
+	if p.lifecycle {
+		p.enqueue(item{p: &e})
+	}
+}
 
 // Uploading reports whether decisions are shipped (decision_log.upload).
 func (p *Plugins) Uploading() bool { return p.logs != nil }
 
 // Stats are the upload's counts.
 type Stats struct {
-	// Queued and Dropped count the decisions taken into the queue and
-	// dropped because it was full; Failed those the plugin could not take.
+	// Queued and Dropped count the events (decisions and lifecycle lines)
+	// taken into the queue and dropped because it was full; Failed those
+	// the plugin could not take.
 	Queued, Dropped, Failed uint64
 	// ChunksUploaded and ChunksFailed count the plugin's uploads;
 	// BufferDrops the times it dropped chunks from a full buffer.
@@ -120,9 +168,9 @@ func (p *Plugins) UploadTally() metrics.UploadTally {
 		QueueDropped: st.Dropped, BufferDrops: st.BufferDrops, Failed: st.Failed, Buffered: st.Buffered}
 }
 
-// eventInfo is d as the decision-log plugin takes it: the fields of its
-// opa-format line.
-func eventInfo(d *events.Decision) (*server.Info, error) {
+// eventInfo is an OPA event (decisionlog's encoding of a decision or a
+// lifecycle line) as the decision-log plugin takes it.
+func eventInfo(raw []byte) (*server.Info, error) {
 	var ev struct {
 		DecisionID string                               `json:"decision_id"`
 		Timestamp  time.Time                            `json:"timestamp"`
@@ -134,11 +182,14 @@ func eventInfo(d *events.Decision) (*server.Info, error) {
 		Error      *struct{ Message string }            `json:"error"`
 		Custom     map[string]any                       `json:"custom"`
 	}
-	if err := json.Unmarshal(decisionlog.OPAEvent(d), &ev); err != nil {
+	if err := json.Unmarshal(raw, &ev); err != nil {
 		return nil, err
 	}
 	info := &server.Info{DecisionID: ev.DecisionID, Timestamp: ev.Timestamp, Path: ev.Path,
-		Input: &ev.Input, Results: &ev.Result, Revision: ev.Revision, Custom: ev.Custom}
+		Input: &ev.Input, Revision: ev.Revision, Custom: ev.Custom}
+	if ev.Result != nil { // a lifecycle event has none
+		info.Results = &ev.Result
+	}
 	if len(ev.Bundles) > 0 {
 		info.Bundles = map[string]server.BundleInfo{}
 		for name, b := range ev.Bundles {

@@ -39,6 +39,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/download"
 	"github.com/open-policy-agent/opa/v1/logging"
 	"github.com/open-policy-agent/opa/v1/plugins/rest"
+	"oras.land/oras-go/v2"
+
 	"github.com/writ-authz/writ/authz"
 	"github.com/writ-authz/writ/config"
 )
@@ -87,27 +89,28 @@ func newBundleSource(key string, cfg *config.PolicyBundle, log *slog.Logger) (*b
 	return src, nil
 }
 
+// bundleDownloader is what a feed needs of OPA's downloaders: the
+// bundle service's (download.Downloader) and the OCI registry's
+// (download.OCIDownloader) both are one.
+type bundleDownloader interface {
+	// Trigger downloads once, its update handed to the callback.
+	Trigger(ctx context.Context) error
+	// Start polls until Stop.
+	Start(ctx context.Context)
+	Stop(ctx context.Context)
+}
+
+var (
+	_ bundleDownloader = (*download.Downloader)(nil)
+	_ bundleDownloader = (*download.OCIDownloader)(nil)
+)
+
 // downloader is OPA's downloader of the configured bundle, its updates
-// handed to f.
-func (b *bundleSource) downloader(f func(context.Context, download.Update) error) (*download.Downloader, error) {
-	u, err := url.Parse(b.cfg.URL)
-	if err != nil {
-		return nil, fmt.Errorf("%s.url: %w", b.key, err)
-	}
-	path := u.Path
-	if u.RawQuery != "" {
-		path += "?" + u.RawQuery
-	}
-	u.Path, u.RawPath, u.RawQuery = "", "", ""
-	restCfg, err := json.Marshal(map[string]any{"url": u.String()})
-	if err != nil {
-		return nil, err
-	}
-	// OPA's own log is not writ's: writ logs every update itself (f).
-	client, err := rest.New(restCfg, nil, rest.Logger(logging.NewNoOpLogger()))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", b.key, err)
-	}
+// handed to f: its bundle service's, or with type oci its OCI registry's.
+// OCI's keeps the pulled image in a local OCI store: done removes it (call
+// it once the downloader has stopped).
+func (b *bundleSource) downloader(f func(context.Context, download.Update) error) (d bundleDownloader, done func() error, err error) {
+	done = func() error { return nil }
 	minS, maxS := int64(b.cfg.PollMin.Seconds()), int64(b.cfg.PollMax.Seconds())
 	dc := download.Config{Polling: download.PollingConfig{MinDelaySeconds: &minS, MaxDelaySeconds: &maxS}}
 	if b.cfg.LongPoll > 0 {
@@ -115,16 +118,87 @@ func (b *bundleSource) downloader(f func(context.Context, download.Update) error
 		dc.Polling.LongPollingTimeoutSeconds = &lp
 	}
 	if err := dc.ValidateAndInjectDefaults(); err != nil {
-		return nil, fmt.Errorf("%s: %w", b.key, err)
+		return nil, done, fmt.Errorf("%s: %w", b.key, err)
 	}
-	d := download.New(dc, client, strings.TrimPrefix(path, "/")).
+	if b.cfg.Type == config.BundleOCI {
+		return b.ociDownloader(dc, f)
+	}
+	u, err := url.Parse(b.cfg.URL)
+	if err != nil {
+		return nil, done, fmt.Errorf("%s.url: %w", b.key, err)
+	}
+	path := u.Path
+	if u.RawQuery != "" {
+		path += "?" + u.RawQuery
+	}
+	u.Path, u.RawPath, u.RawQuery = "", "", ""
+	client, err := b.client(u.String(), "")
+	if err != nil {
+		return nil, done, err
+	}
+	hd := download.New(dc, client, strings.TrimPrefix(path, "/")).
 		WithCallback(f).
 		WithSizeLimitBytes(b.cfg.MaxBytes).
 		WithBundlePersistence(true) // the raw tarball, to persist once it has passed
 	if b.bvc != nil {
+		hd = hd.WithBundleVerificationConfig(b.bvc)
+	}
+	return hd, done, nil
+}
+
+// ociDownloader is OPA's OCI downloader of the configured image
+// (download.NewOCI, as OPA's bundle plugin makes it for a service of type
+// oci): it resolves the tag at every poll, pulls the manifest and its
+// blobs by digest into a local OCI store, and reads the gzip'd tarball
+// layer with the same bundle reader, size limit and verification as the
+// bundle service's downloader. The layer's digest is its ETag: an
+// unchanged image is no update.
+func (b *bundleSource) ociDownloader(dc download.Config, f func(context.Context, download.Update) error) (bundleDownloader, func() error, error) {
+	none := func() error { return nil }
+	ref, err := config.OCIReference(b.cfg.URL)
+	if err != nil {
+		return nil, none, fmt.Errorf("%s.url: %w", b.key, err)
+	}
+	u, err := url.Parse(b.cfg.URL)
+	if err != nil {
+		return nil, none, fmt.Errorf("%s.url: %w", b.key, err)
+	}
+	client, err := b.client(u.Scheme+"://"+u.Host, config.BundleOCI)
+	if err != nil {
+		return nil, none, err
+	}
+	// The store is writ's own temporary directory (not OPA's default, which
+	// it creates with a panic on failure): made here, its error returned,
+	// and removed when the feed stops. The last good bundle is persisted
+	// as a tarball in persist_dir like a bundle service's, so the store
+	// need not outlive the process.
+	store, err := os.MkdirTemp("", "writ-oci-*")
+	if err != nil {
+		return nil, none, fmt.Errorf("%s: the OCI store: %w", b.key, err)
+	}
+	d := download.NewOCI(dc, client, ref, store).
+		WithCallback(f).
+		WithSizeLimitBytes(b.cfg.MaxBytes).
+		WithBundlePersistence(true)
+	if b.bvc != nil {
 		d = d.WithBundleVerificationConfig(b.bvc)
 	}
-	return d, nil
+	return d, func() error { return os.RemoveAll(store) }, nil
+}
+
+// client is OPA's REST client of the service at base (typ: its service
+// type, "" or oci).
+func (b *bundleSource) client(base, typ string) (rest.Client, error) {
+	restCfg, err := json.Marshal(map[string]any{"url": base, "type": typ})
+	if err != nil {
+		return rest.Client{}, err
+	}
+	// OPA's own log is not writ's: writ logs every update itself (f).
+	client, err := rest.New(restCfg, nil, rest.Logger(logging.NewNoOpLogger()))
+	if err != nil {
+		return rest.Client{}, fmt.Errorf("%s: %w", b.key, err)
+	}
+	return client, nil
 }
 
 // offer records a download's update as the candidate the next load reads:
@@ -158,11 +232,17 @@ func (b *bundleSource) offer(u download.Update) bool {
 }
 
 // unavailable reports whether a download error is the service's (no
-// answer, an error status) rather than the bundle's.
+// answer, an error status) rather than the bundle's. For a registry, the
+// pull's errors on the registry's side (oras's CopyError of origin source:
+// the tag does not resolve, a manifest or blob cannot be fetched) are its;
+// content that fails its digest on arrival (origin destination), a
+// manifest without a bundle layer and a bundle its reader refuses are the
+// bundle's.
 func unavailable(err error) bool {
 	var h download.HTTPError
 	var u *url.Error
-	return errors.As(err, &h) || errors.As(err, &u)
+	var c *oras.CopyError
+	return errors.As(err, &h) || errors.As(err, &u) || (errors.As(err, &c) && c.Origin == oras.CopyErrorOriginSource)
 }
 
 // load builds the policy of the latest candidate, through authz's gate
@@ -276,13 +356,18 @@ func bundleSourceDesc(cfg *config.PolicyBundle) string { return "the policy bund
 // the reloader's gate.
 type bundleFeed struct {
 	src *bundleSource
-	dl  *download.Downloader
+	dl  bundleDownloader
+	// done cleans up after dl once it has stopped (its OCI store).
+	done func() error
 	// reloader is the set's; set by the caller of firstBundle once the
 	// set's engine exists.
 	reloader *authz.Reloader
 	// live is set once the reloader exists and the downloader polls:
 	// before, an update (the start's one download) is only offered.
 	live atomic.Bool
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // start makes the feed live and starts its polling (until stop).
@@ -294,11 +379,22 @@ func (f *bundleFeed) start() {
 	f.dl.Start(context.Background())
 }
 
-// stop stops the feed's polling.
-func (f *bundleFeed) stop(ctx context.Context) {
-	if f != nil {
-		f.dl.Stop(ctx)
+// stop stops the feed's polling (OPA's downloaders wait for a poll loop
+// that was started: a feed that never went live has none) and removes what
+// its downloader kept. Calls after the first return its result.
+func (f *bundleFeed) stop(ctx context.Context) error {
+	if f == nil {
+		return nil
 	}
+	f.stopOnce.Do(func() {
+		if f.live.Load() {
+			f.dl.Stop(ctx)
+		}
+		if err := f.done(); err != nil {
+			f.stopErr = fmt.Errorf("%s: %w", f.src.key, err)
+		}
+	})
+	return f.stopErr
 }
 
 // firstBundle starts the feed of the bundle set under key (cfg its
@@ -312,16 +408,30 @@ func (s *Server) firstBundle(ctx context.Context, key string, cfg *config.Policy
 		return nil, nil, err
 	}
 	f := &bundleFeed{src: src}
-	if f.dl, err = src.downloader(func(ctx context.Context, u download.Update) error { return s.onBundle(ctx, f, u) }); err != nil {
+	if f.dl, f.done, err = src.downloader(func(ctx context.Context, u download.Update) error { return s.onBundle(ctx, f, u) }); err != nil {
 		return nil, nil, err
 	}
 	wctx, cancel := context.WithTimeout(ctx, cfg.StartWait)
 	_ = f.dl.Trigger(wctx) // its update went to onBundle (not live yet: offered only)
 	cancel()
+	p, err := s.firstPolicy(ctx, f, opt)
+	if err != nil {
+		return nil, nil, errors.Join(err, f.stop(ctx))
+	}
+	// A start that fails later stops the feed with the other parts
+	// (Shutdown stops it first of all; stop runs once).
+	s.started(componentPolicyBundle, f.stop)
+	return f, p, nil
+}
+
+// firstPolicy is the policy feed f starts with: its start's download, else
+// the bundle persisted.
+func (s *Server) firstPolicy(ctx context.Context, f *bundleFeed, opt authz.LoadOptions) (*authz.Policy, error) {
+	src, key, cfg := f.src, f.src.key, f.src.cfg
 	p, err := src.load(ctx, opt)
 	if err == nil {
 		s.persistBundle(f)
-		return f, p, nil
+		return p, nil
 	}
 	s.log.Warn("no policy bundle from the service at start; trying the persisted one", "key", key, "url", cfg.URL, "error", err)
 	ok, perr := src.readPersisted()
@@ -331,10 +441,10 @@ func (s *Server) firstBundle(ctx context.Context, key string, cfg *config.Policy
 	if perr == nil {
 		if p, perr = src.load(ctx, opt); perr == nil {
 			s.log.Warn("serving the persisted policy bundle until the service gives a new one", "key", key, "policy_revision", p.Revision)
-			return f, p, nil
+			return p, nil
 		}
 	}
-	return nil, nil, fmt.Errorf("%s: no policy to serve: from %s: %w; the persisted bundle: %w", key, cfg.URL, err, perr)
+	return nil, fmt.Errorf("%s: no policy to serve: from %s: %w; the persisted bundle: %w", key, cfg.URL, err, perr)
 }
 
 // onBundle is OPA's downloader's callback for feed f: a bundle downloaded

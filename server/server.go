@@ -570,9 +570,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			s.stopWatch()
 			<-s.watched
 		}
-		s.bundle.stop(ctx)
-		s.shadowBundle.stop(ctx)
-		err := s.stopAll(ctx)
+		ferr := errors.Join(s.bundle.stop(ctx), s.shadowBundle.stop(ctx))
+		err := errors.Join(ferr, s.stopAll(ctx))
 		s.servedMu.Lock()
 		s.shutdownErr = errors.Join(append(s.served, err)...)
 		s.servedMu.Unlock()

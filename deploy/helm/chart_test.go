@@ -19,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 
+	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/kubecheck"
 )
 
@@ -290,6 +291,24 @@ func TestHelmFleet(t *testing.T) {
 	d := kubecheck.NewSidecar(t, renderChart(t, "helm (defaults)", nil))
 	if d.Cfg.PolicyBundle != nil || d.Cfg.DecisionLog.Upload != nil || d.Cfg.Status != nil || d.Cfg.Tracing != nil {
 		t.Errorf("defaults turn a fleet part on: %+v", d.Cfg)
+	}
+
+	// The bundle from an OCI registry, the lifecycle not shipped.
+	oci, err := chartutil.ReadValues(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet := oci["fleet"].(map[string]any)
+	fleet["bundle"].(map[string]any)["type"] = "oci"
+	fleet["bundle"].(map[string]any)["url"] = "https://registry.writ-system.svc/writ/policy:prod"
+	fleet["decisionLogUpload"].(map[string]any)["lifecycle"] = false
+	o := kubecheck.NewSidecar(t, renderChart(t, "helm (fleet, oci)", oci))
+	if b := o.Cfg.PolicyBundle; b == nil || b.Type != config.BundleOCI || b.URL != "https://registry.writ-system.svc/writ/policy:prod" {
+		t.Errorf("policy_bundle from an OCI registry: %+v", b)
+	}
+	if o.Cfg.DecisionLog.Upload.ShipsLifecycle() || !c.DecisionLog.Upload.ShipsLifecycle() || b.Type != config.BundleHTTP {
+		t.Errorf("lifecycle: the example ships it (%v), lifecycle: false does not (%v); the example's bundle type %q",
+			c.DecisionLog.Upload.ShipsLifecycle(), o.Cfg.DecisionLog.Upload.ShipsLifecycle(), b.Type)
 	}
 
 	// A bundle and policies: refused when rendered.

@@ -56,13 +56,18 @@ func TestFleetPage(t *testing.T) {
 		b.Signing == nil || b.Signing.KeyID != "writ" || b.Signing.Scope != "writ" || b.PersistDir != "/var/lib/writ/bundle" {
 		t.Errorf("policy_bundle as printed: %+v", b)
 	}
+	oci := fleetBlock(t, page, "fleet-bundle-oci").PolicyBundle
+	if ref, err := config.OCIReference(oci.URL); oci == nil || oci.Type != config.BundleOCI || err != nil || ref != "ghcr.io/acme/writ-policy:prod" ||
+		oci.PollMin != 30*time.Second || oci.Signing == nil || oci.Signing.Scope != "writ" || oci.PersistDir != "/var/lib/writ/bundle" {
+		t.Errorf("policy_bundle (oci) as printed: %+v (reference %q, %v)", oci, ref, err)
+	}
 	sh := fleetBlock(t, page, "fleet-shadow")
 	if sh.PolicyBundle == nil || sh.PolicyBundleShadow == nil || sh.PolicyBundleShadow.URL != "https://bundles.bank.example/writ/candidate.tar.gz" {
 		t.Errorf("the shadow's bundle as printed: %+v %+v", sh.PolicyBundle, sh.PolicyBundleShadow)
 	}
 	up := fleetBlock(t, page, "fleet-upload").DecisionLog
 	if up.Output != "/var/log/writ/decisions.jsonl" || up.Upload == nil || up.Upload.URL != "https://logs.bank.example" ||
-		up.Upload.Resource != "/logs" || len(up.Upload.Mask) != 1 || up.Upload.TokenFile == "" {
+		up.Upload.Resource != "/logs" || len(up.Upload.Mask) != 1 || up.Upload.TokenFile == "" || !up.Upload.ShipsLifecycle() {
 		t.Errorf("decision_log.upload as printed: %+v %+v", up, up.Upload)
 	}
 	st := fleetBlock(t, page, "fleet-status")

@@ -75,6 +75,7 @@ merged last.
 {{- if $f.bundle.url -}}
 {{- if $paths }}{{ fail "fleet.bundle.url and policies are exclusive: the policy comes from a bundle service or from files" }}{{ end -}}
 {{- $b := dict "url" $f.bundle.url "poll_min" $f.bundle.pollMin "poll_max" $f.bundle.pollMax "persist_dir" "/var/lib/writ/bundle" -}}
+{{- with $f.bundle.type }}{{ $_ := set $b "type" . }}{{ end -}}
 {{- if $v.secrets.bundleSigningKey -}}
 {{- $sig := dict "key_id" $f.bundle.signing.keyId "algorithm" $f.bundle.signing.algorithm "public_key_file" "/etc/writ/secrets/bundle/public.pem" -}}
 {{- with $f.bundle.signing.scope }}{{ $_ := set $sig "scope" . }}{{ end -}}
@@ -85,6 +86,7 @@ merged last.
 {{- if $f.decisionLogUpload.url -}}
 {{- $up := dict "url" $f.decisionLogUpload.url -}}
 {{- with $f.decisionLogUpload.mask }}{{ $_ := set $up "mask" . }}{{ end -}}
+{{- if hasKey $f.decisionLogUpload "lifecycle" }}{{ $_ := set $up "lifecycle" $f.decisionLogUpload.lifecycle }}{{ end -}}
 {{- if $v.secrets.collectorToken }}{{ $_ := set $up "token_file" "/etc/writ/secrets/collector/token" }}{{ end -}}
 {{- $_ := set (get $c "decision_log") "upload" $up -}}
 {{- end -}}

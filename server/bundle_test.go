@@ -414,7 +414,14 @@ func refusedNext(t *testing.T, s *Server, bs *bundleServer, logs *syncbuf.Buffer
 	good := s.Engine().Revision()
 	_, before := s.reloader.Counts()
 	bs.set(spec.build(t))
-	waitFor(t, spec.rev+" refused", func() bool { _, f := s.reloader.Counts(); return f > before })
+	// The refused bundle before it may be fetched and refused again first
+	// (OPA's downloader keeps no ETag of a bundle it could not read): wait
+	// for this one's refusal, not for any.
+	waitFor(t, spec.rev+" refused", func() bool {
+		_, f := s.reloader.Counts()
+		last := s.reloader.Last()
+		return f > before && !last.OK && strings.Contains(last.Error, why)
+	})
 	if got := s.Engine().Revision(); got != good {
 		t.Errorf("%s: revision %q serves, want the last good %q", spec.rev, got, good)
 	}

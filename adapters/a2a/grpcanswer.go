@@ -332,37 +332,30 @@ func (GRPCEdge) FilterTaskList(req *task.Request, body []byte, keep func(string)
 	}
 	if req.Protocol.Version == V10 {
 		var l a2apb10.ListTasksResponse
-		if err := proto.Unmarshal(body, &l); err != nil {
-			return body, false, fmt.Errorf("list answer: %w", err)
-		}
-		kept := l.Tasks[:0:0]
-		for _, t := range l.Tasks {
-			if keep(t.GetId()) {
-				kept = append(kept, t)
-			}
-		}
-		if len(kept) == len(l.Tasks) {
-			return body, false, nil
-		}
-		l.Tasks, l.TotalSize = kept, int32(len(kept))
-		out, err := proto.MarshalOptions{Deterministic: true}.Marshal(&l)
-		return out, true, err
+		return filterTasks(body, &l, &l.Tasks, &l.TotalSize, keep)
 	}
 	var l a2apb.ListTasksResponse
-	if err := proto.Unmarshal(body, &l); err != nil {
+	return filterTasks(body, &l, &l.Tasks, &l.TotalSize, keep)
+}
+
+// filterTasks is FilterTaskList on either version's ListTasksResponse: msg
+// read from body, its tasks and total (pointers into msg) cut to what keep
+// keeps, msg written again when anything went.
+func filterTasks[T interface{ GetId() string }](body []byte, msg proto.Message, tasks *[]T, total *int32, keep func(string) bool) ([]byte, bool, error) {
+	if err := proto.Unmarshal(body, msg); err != nil {
 		return body, false, fmt.Errorf("list answer: %w", err)
 	}
-	kept := l.Tasks[:0:0]
-	for _, t := range l.Tasks {
+	kept := (*tasks)[:0:0]
+	for _, t := range *tasks {
 		if keep(t.GetId()) {
 			kept = append(kept, t)
 		}
 	}
-	if len(kept) == len(l.Tasks) {
+	if len(kept) == len(*tasks) {
 		return body, false, nil
 	}
-	l.Tasks, l.TotalSize = kept, int32(len(kept))
-	out, err := proto.MarshalOptions{Deterministic: true}.Marshal(&l)
+	*tasks, *total = kept, int32(len(kept)) //nolint:gosec // G115: a list's length, far below 2^31
+	out, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
 	return out, true, err
 }
 

@@ -74,7 +74,7 @@ test:
 	@rm -rf $(CI_OUT) && mkdir -p $(CI_OUT)
 	@$(STEP) deps $(MAKE) --no-print-directory deps
 	@$(STEP) test-deps bash .ci/deps
-	@$(STEP) build $(MAKE) --no-print-directory build gotestsum grpcurl
+	@$(STEP) build $(MAKE) --no-print-directory build gotestsum grpcurl protoc-gen-go
 	@$(STEP) check $(MAKE) --no-print-directory check
 	@$(STEP) go-test env WRIT_BIN=$(CURDIR)/$(BIN) GRPCURL=$(GRPCURL) $(GOTEST) --jsonfile $(CI_OUT)/go-test.json -- -race -count=1 $$($(GO) list ./... | grep -v '/policies$$')
 	@$(STEP) logic-test env WRIT_BIN=$(CURDIR)/$(BIN) sh -c '$(GOTEST) --jsonfile $(CI_OUT)/logic-policies.json -- -count=1 ./policies && \

@@ -109,79 +109,26 @@ func testShadow(cfg *config.Config, cfgPath string, verbose bool, stdout, stderr
 	return printReloadCheck(cfg, cfgPath, cfg.PoliciesShadow, stdout, stderr)
 }
 
-// printPolicyTests prints a set's test results as opa test does: a failed
-// test's line, then the expression it failed at and what it printed (the
-// shipped tests print what they expected and what came out).
+// printPolicyTests prints a set's test results (server.PolicyTests.Print):
+// 0 when every test passed, else 1.
 func printPolicyTests(tests *server.PolicyTests, verbose bool, stdout io.Writer) int {
-	for _, r := range tests.Results {
-		switch {
-		case r.Err != "":
-			fmt.Fprintf(stdout, "ERROR: %s.%s (%s)\n  %s\n", r.Package, r.Name, r.Location, r.Err)
-			printIndented(stdout, r.Output)
-		case !r.Pass && !r.Skipped:
-			fmt.Fprintf(stdout, "FAIL: %s.%s (%s)\n", r.Package, r.Name, r.Location)
-			if r.FailedAt != "" {
-				fmt.Fprintf(stdout, "  failed at %s\n", r.FailedAt)
-			}
-			if r.Output == "" {
-				// A test that prints nothing of what it expected: the failed
-				// expression with the values of its parts.
-				printIndented(stdout, r.FailedValues)
-			}
-			printIndented(stdout, r.Output)
-		case verbose:
-			fmt.Fprintf(stdout, "PASS: %s.%s (%s)\n", r.Package, r.Name, r.Duration)
-			printIndented(stdout, r.Output)
-		}
-	}
-	sum := tests.Summary
-	total := sum.Passed + sum.Failed + sum.Errored
-	fmt.Fprintln(stdout, strings.Repeat("-", 80))
-	fmt.Fprintf(stdout, "PASS: %d/%d\n", sum.Passed, total)
-	if sum.Failed+sum.Errored > 0 {
-		fmt.Fprintf(stdout, "FAIL: %d/%d\n", sum.Failed+sum.Errored, total)
-		return 1
-	}
-	if total == 0 {
-		fmt.Fprintln(stdout, "no tests found")
+	if !tests.Print(stdout, verbose) {
 		return 1
 	}
 	return 0
 }
 
-// printIndented prints a test's output below its line, indented.
-func printIndented(w io.Writer, output string) {
-	for line := range strings.SplitSeq(strings.TrimRight(output, "\n"), "\n") {
-		if line != "" {
-			fmt.Fprintf(w, "  %s\n", line)
-		}
-	}
-}
-
 // printReloadCheck prints what server.CheckReload finds of the set under
-// candidate (none: cfg's own): whether a reload of the writ running cfg
-// would take it, and the revision it would serve beside the one cfg's own
-// set has.
+// candidate (none: cfg's own): 0 when a reload of the writ running cfg would
+// take it, 1 when refused, 2 when the check could not be made.
 func printReloadCheck(cfg *config.Config, cfgPath string, candidate []string, stdout, stderr io.Writer) int {
 	c, err := server.CheckReload(context.Background(), cfg, candidate)
 	if err != nil {
 		fmt.Fprintf(stderr, "writ policy test: %v\n", err)
 		return 2
 	}
-	if c.Refused != nil {
-		fmt.Fprintf(stdout, "FAIL: %s would be refused by %s: %v\n", c.Source, cfgPath, c.Refused)
+	if !c.Print(stdout, cfgPath) {
 		return 1
-	}
-	fmt.Fprintf(stdout, "ok: %s passes what a reload of %s asks (%d known requests decided); revision %s\n",
-		c.Source, cfgPath, c.Known, c.Revision)
-	switch {
-	case !c.Candidate:
-	case c.LiveErr != nil:
-		fmt.Fprintf(stdout, "the configuration's own policies (%s) do not load: %v\n", c.LiveSource, c.LiveErr)
-	case c.LiveRevision == c.Revision:
-		fmt.Fprintf(stdout, "the configuration's own policies (%s) are revision %s too: the same content\n", c.LiveSource, c.LiveRevision)
-	default:
-		fmt.Fprintf(stdout, "the configuration's own policies (%s) are revision %s\n", c.LiveSource, c.LiveRevision)
 	}
 	return 0
 }

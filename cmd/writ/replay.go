@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/writ-authz/writ/config"
+	"github.com/writ-authz/writ/replay"
 	"github.com/writ-authz/writ/report"
 	"github.com/writ-authz/writ/server"
 )
@@ -51,12 +51,12 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		req.Config = cfg
 	}
-	progress := newProgressLine(stderr)
+	progress := replay.NewProgressLine(stderr)
 	if progress != nil {
-		req.Progress = progress.show
+		req.Progress = progress.Show
 	}
 	im, err := server.Replay(context.Background(), req)
-	progress.done()
+	progress.Done()
 	if err != nil {
 		fmt.Fprintf(stderr, "writ policy replay: %v\n", err)
 		return 2
@@ -85,43 +85,4 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// progressLine rewrites one line on a terminal with how far a replay is.
-type progressLine struct {
-	w     io.Writer
-	start time.Time
-	last  time.Time
-	shown bool
-}
-
-// newProgressLine is a progress line on w when w is a terminal, else nil
-// (a log or a pipe gets no carriage returns).
-func newProgressLine(w io.Writer) *progressLine {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return &progressLine{w: w, start: time.Now()}
-}
-
-func (p *progressLine) show(pr server.ReplayProgress) {
-	now := time.Now()
-	if now.Sub(p.last) < 200*time.Millisecond {
-		return
-	}
-	p.last, p.shown = now, true
-	rate := float64(pr.Replayed) / max(now.Sub(p.start).Seconds(), 1e-3)
-	fmt.Fprintf(p.w, "\r%d lines, %d decisions replayed (%.0f/s), %d flipped ", pr.Lines, pr.Replayed, rate, pr.Flips)
-}
-
-// done ends the progress line, when one was shown.
-func (p *progressLine) done() {
-	if p != nil && p.shown {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
 }

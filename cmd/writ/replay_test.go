@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/writ-authz/writ/server"
 )
 
 // depthLog is a decision log a real writ wrote with decision_log.include_input
@@ -92,38 +90,5 @@ func TestPolicyReplayCommand(t *testing.T) {
 	}
 	if code, out, _ = runCLI(t, "", "policy", "replay", "-h"); code != 0 || !strings.Contains(out, "Exit 0: nothing flipped beyond -expect") {
 		t.Fatalf("-h: exit %d\n%s", code, out)
-	}
-}
-
-// TestReplayProgressLine: the progress line is written only to a terminal
-// (a character device), never to a pipe or a buffer, and is cleared at the
-// end.
-func TestReplayProgressLine(t *testing.T) {
-	var buf strings.Builder
-	if newProgressLine(&buf) != nil {
-		t.Error("a progress line on a buffer")
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	defer w.Close()
-	if newProgressLine(w) != nil {
-		t.Error("a progress line on a pipe")
-	}
-	tty, err := os.OpenFile("/dev/zero", os.O_WRONLY, 0) // a character device, as a terminal is
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tty.Close()
-	if newProgressLine(tty) == nil {
-		t.Fatal("no progress line on a character device")
-	}
-	p := &progressLine{w: &buf}
-	p.show(server.ReplayProgress{Lines: 2048, Replayed: 2000, Flips: 3})
-	p.done()
-	if got := buf.String(); !strings.HasPrefix(got, "\r2048 lines, 2000 decisions replayed (") || !strings.HasSuffix(got, "3 flipped \r\033[K") {
-		t.Errorf("progress %q", got)
 	}
 }

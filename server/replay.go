@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -108,3 +109,11 @@ func Replay(ctx context.Context, r ReplayRequest) (*report.Impact, error) {
 func setName(paths []string, p *authz.Policy) string {
 	return strings.Join(paths, ", ") + " (revision " + p.Revision + ")"
 }
+
+// ReplayProgressLine rewrites one line on a terminal with how far a
+// replay is (replay.ProgressLine).
+type ReplayProgressLine = replay.ProgressLine
+
+// NewReplayProgressLine is a progress line on w when w is a terminal, else
+// nil (replay.NewProgressLine).
+func NewReplayProgressLine(w io.Writer) *ReplayProgressLine { return replay.NewProgressLine(w) }

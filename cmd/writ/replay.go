@@ -8,7 +8,6 @@ import (
 	"os"
 
 	"github.com/writ-authz/writ/config"
-	"github.com/writ-authz/writ/replay"
 	"github.com/writ-authz/writ/report"
 	"github.com/writ-authz/writ/server"
 )
@@ -51,7 +50,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		req.Config = cfg
 	}
-	progress := replay.NewProgressLine(stderr)
+	progress := server.NewReplayProgressLine(stderr)
 	if progress != nil {
 		req.Progress = progress.Show
 	}

@@ -164,7 +164,7 @@ var inprocGroups = []struct {
 	{[]string{"./authz", "./authz/identity", "./proxy/extauthz"},
 		"^(BenchmarkDecideMiss|BenchmarkDecideNewContext|BenchmarkDecideNewToken|BenchmarkDecideNewSubject|BenchmarkDecideNewSubjectReply|BenchmarkDecideHit|BenchmarkEvaluate|" +
 			"BenchmarkEvaluatePartial|BenchmarkEvaluateAlwaysAllow|BenchmarkBuildInput|BenchmarkIdentifyCached|" +
-			"BenchmarkIdentifyUncached|BenchmarkCheck|BenchmarkCheckNewSubject|BenchmarkCacheBytes)$", 1},
+			"BenchmarkIdentifyUncached|BenchmarkRS256Verify|BenchmarkCheck|BenchmarkCheckNewSubject|BenchmarkCacheBytes)$", 1},
 	{[]string{"./bench"}, "^BenchmarkParse$", 0.2},
 	{[]string{"./bench"}, "^BenchmarkSidecar$", 0.5},
 }

@@ -98,7 +98,9 @@ envoy:
 `, adminPort, policies, cacheSize, filepath.Join(state, "writ.db"), jwks, grpcPort, extProcPort)
 }
 
-func startServer(bin, config, logPath string) (*server, error) {
+// startProc starts argv pinned to CPU 0 and waits until it listens on every
+// port of wait; none may be in use before it starts.
+func startProc(logPath string, wait []int, argv ...string) (*server, error) {
 	for _, port := range ports {
 		if listening(port) {
 			return nil, fmt.Errorf("port %d is in use: another server would answer the load instead of this one", port)
@@ -108,9 +110,9 @@ func startServer(bin, config, logPath string) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("taskset", "-c", "0", bin, "serve", "-config", config)
+	cmd := exec.Command("taskset", append([]string{"-c", "0"}, argv...)...) //nolint:gosec // the binaries this report built, with its own flags
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// writ stops with the report, however the report ends.
+	// The server stops with the report, however the report ends.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -123,17 +125,21 @@ func startServer(bin, config, logPath string) (*server, error) {
 		select {
 		case <-exited:
 			raw, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("writ exited:\n%s", raw)
+			return nil, fmt.Errorf("%s exited:\n%s", filepath.Base(argv[0]), raw)
 		default:
 		}
-		if listening(grpcPort) && listening(extProcPort) {
+		up := true
+		for _, port := range wait {
+			up = up && listening(port)
+		}
+		if up {
 			return s, nil
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	s.stop()
 	raw, _ := os.ReadFile(logPath)
-	return nil, fmt.Errorf("writ did not start:\n%s", raw)
+	return nil, fmt.Errorf("%s did not start:\n%s", filepath.Base(argv[0]), raw)
 }
 
 func (s *server) stop() {

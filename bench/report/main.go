@@ -27,6 +27,7 @@
 package main
 
 import (
+	"crypto/rsa"
 	"flag"
 	"fmt"
 	"os"
@@ -40,22 +41,30 @@ import (
 const (
 	policyShipped = "shipped"
 	policyAllow   = "always-allow"
+	// policyCold is the shipped policy with the decision cache off: on the
+	// distinct-subject workload every cache misses (the cold path).
+	policyCold = "shipped-uncached"
+	// floorServer is bench/floor, the bare ext_authz server that answers OK.
+	floorServer = "floor"
 
 	wlRepeated = "repeated"
 	wlNewCtx   = "newctx"
 	wlNewToken = "newtoken"
+	// wlNewSubject: every check a token of another person (sub u-<i>).
+	wlNewSubject = "newsubject"
 
 	// distinct is how many distinct requests the varying workloads hold (and
 	// how many the RSS measurement sends).
 	distinct = 100000
 )
 
-var workloads = []string{wlRepeated, wlNewCtx, wlNewToken}
+var workloads = []string{wlRepeated, wlNewCtx, wlNewToken, wlNewSubject}
 
 var workloadNames = map[string]string{
-	wlRepeated: "same request repeated",
-	wlNewCtx:   "new contextId per request",
-	wlNewToken: "new token per request",
+	wlRepeated:   "same request repeated",
+	wlNewCtx:     "new contextId per request",
+	wlNewToken:   "new token per request",
+	wlNewSubject: "distinct subject per check",
 }
 
 type options struct {
@@ -183,6 +192,10 @@ type results struct {
 	profile []profileRow
 	// sidecar[target] holds one out-of-process run per pass (sidecarload.go).
 	sidecar map[string][]slResult
+	// half is the distinct-subject workload at half of writ's measured
+	// capacity, on writ and on the floor server (halfRate).
+	half    map[string]loadResult
+	halfRPS int
 	started time.Time
 	elapsed time.Duration
 }
@@ -245,6 +258,9 @@ func runLoad(r *results) error {
 		if err := ratePasses(r, env); err != nil {
 			return err
 		}
+		if err := halfRate(r, env); err != nil {
+			return err
+		}
 	}
 	if !opt.skip["rss"] {
 		if err := rssRuns(r, env); err != nil {
@@ -274,9 +290,9 @@ func prepareLoad(work string, wls []string) (*loadEnv, error) {
 	if err := os.MkdirAll(work, 0o755); err != nil { //nolint:gosec // no secret goes here (the signing key stays in bench/.cache); -prepare's directory is for running writ and bench/load by hand
 		return nil, err
 	}
-	logf("building writ and bench/load")
-	writBin, loadBin := filepath.Join(work, "writ"), filepath.Join(work, "load")
-	for bin, pkg := range map[string]string{writBin: "./cmd/writ", loadBin: "./bench/load"} {
+	logf("building writ, bench/load and bench/floor")
+	writBin, loadBin, floorBin := filepath.Join(work, "writ"), filepath.Join(work, "load"), filepath.Join(work, "floor")
+	for bin, pkg := range map[string]string{writBin: "./cmd/writ", loadBin: "./bench/load", floorBin: "./bench/floor"} {
 		if out, err := exec.Command("go", "build", "-o", bin, pkg).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("go build %s: %w\n%s", pkg, err, out)
 		}
@@ -304,8 +320,12 @@ func prepareLoad(work string, wls []string) (*loadEnv, error) {
 		switch wl {
 		case wlRepeated:
 			n, vary = 1, nil
-		case wlNewToken:
-			toks, err := loadOrMintTokens(cache, key, distinct)
+		case wlNewToken, wlNewSubject:
+			name, claims := "tokens", benchClaims
+			if wl == wlNewSubject {
+				name, claims = "subjects", subjectClaims
+			}
+			toks, err := loadOrMintTokens(cache, name, claims, key, distinct)
 			if err != nil {
 				return nil, err
 			}
@@ -320,22 +340,33 @@ func prepareLoad(work string, wls []string) (*loadEnv, error) {
 		return nil, err
 	}
 	configs := map[string]string{}
+	pols[policyCold] = pols[policyShipped]
 	for name, dir := range pols {
+		cacheSize := 10000
+		if name == policyCold {
+			cacheSize = -1 // the decision cache off
+		}
 		configs[name] = filepath.Join(work, name+".yaml")
-		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, stateDir(work, name), 10000)), 0o644); err != nil { //nolint:gosec // a benchmark config, no secret in it
+		if err := os.WriteFile(configs[name], []byte(writConfig(dir, jwks, stateDir(work, name), cacheSize)), 0o644); err != nil { //nolint:gosec // a benchmark config, no secret in it
 			return nil, err
 		}
 	}
-	return &loadEnv{writ: writBin, load: loadBin, work: work, configs: configs, reqs: reqs}, nil
+	return &loadEnv{writ: writBin, load: loadBin, floor: floorBin, work: work, cache: cache, key: key, configs: configs, reqs: reqs}, nil
 }
 
 type loadEnv struct {
-	writ, load, work string
-	configs, reqs    map[string]string
+	writ, load, floor, work, cache string
+	key                            *rsa.PrivateKey
+	configs, reqs                  map[string]string
 }
 
+// start starts writ serve on policy's config, or bench/floor for floorServer.
 func (e *loadEnv) start(policy string) (*server, error) {
-	return startServer(e.writ, e.configs[policy], filepath.Join(e.work, policy+".log"))
+	log := filepath.Join(e.work, policy+".log")
+	if policy == floorServer {
+		return startProc(log, []int{grpcPort}, e.floor, "-addr", loopback(grpcPort))
+	}
+	return startProc(log, []int{grpcPort, extProcPort}, e.writ, "serve", "-config", e.configs[policy])
 }
 
 // stateDir holds the lifecycle store of policy's servers in one run. It
@@ -363,11 +394,21 @@ func (e *loadEnv) warmDoor(s *server, d door) error {
 }
 
 // maxPasses measures maximum throughput (16 workers) for each policy and
-// workload, passes interleaved so that host noise spreads over both policies.
+// workload, passes interleaved so that host noise spreads over all of them:
+// the floor server (one request: it reads none), writ on always-allow and on
+// the shipped policy (every workload), and writ with its decision cache off
+// (the distinct-subject workload: every cache missed).
 func maxPasses(r *results, e *loadEnv) error {
 	d := r.opt.duration.String()
 	for pass := range r.opt.passes {
-		for _, pol := range []string{policyAllow, policyShipped} {
+		for _, pol := range []string{floorServer, policyAllow, policyShipped, policyCold} {
+			wls := workloads
+			switch pol {
+			case floorServer:
+				wls = []string{wlRepeated}
+			case policyCold:
+				wls = []string{wlNewSubject}
+			}
 			s, err := e.start(pol)
 			if err != nil {
 				return err
@@ -378,17 +419,17 @@ func maxPasses(r *results, e *loadEnv) error {
 			}
 			// Each varying workload starts where the last run of this server
 			// stopped, so every request it sends is new to the server.
-			offset := 0
-			for _, wl := range workloads {
-				res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "16", "-duration", d, "-offset", strconv.Itoa(offset))
+			offset := map[string]int{}
+			for _, wl := range wls {
+				res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "16", "-duration", d, "-offset", strconv.Itoa(offset[wl]))
 				if err != nil {
 					s.stop()
 					return err
 				}
 				if wl != wlRepeated {
-					offset += res.Count + 1
+					offset[wl] += res.Count + 1
 				}
-				logf("pass %d %-12s %-9s %7.0f checks/s  p50 %.2f ms  p99 %.2f ms  %4.0f µs CPU/check  errors %d denied %d",
+				logf("pass %d %-16s %-10s %7.0f checks/s  p50 %.2f ms  p99 %.2f ms  %4.0f µs CPU/check  errors %d denied %d",
 					pass+1, pol, wl, res.RPS, res.P50ms, res.P99ms, res.CPUus, res.Errors, res.Denied)
 				if r.max[pol] == nil {
 					r.max[pol] = map[string][]loadResult{}
@@ -397,6 +438,44 @@ func maxPasses(r *results, e *loadEnv) error {
 			}
 			s.stop()
 		}
+	}
+	return nil
+}
+
+// halfRate drives the distinct-subject workload at half of the capacity
+// maxPasses measured for writ (the shipped policy's median checks/s), on writ
+// and then on the floor server, PASSES times interleaved: the tail a user
+// meets at a comfortable load, as a ratio to what gRPC alone shows at the
+// same rate on this host.
+func halfRate(r *results, e *loadEnv) error {
+	capacity := r.maxMedian(policyShipped, wlNewSubject).RPS
+	if capacity <= 0 {
+		return nil
+	}
+	r.halfRPS = int(capacity / 2)
+	r.half = map[string]loadResult{}
+	runs := map[string][]loadResult{}
+	for range r.opt.passes {
+		for _, pol := range []string{policyShipped, floorServer} {
+			s, err := e.start(pol)
+			if err != nil {
+				return err
+			}
+			if err := e.warm(s); err != nil {
+				s.stop()
+				return err
+			}
+			res, err := s.load(e.load, doorAuthz, e.reqs[wlNewSubject], "-c", "32", "-rps", strconv.Itoa(r.halfRPS), "-duration", r.opt.duration.String())
+			s.stop()
+			if err != nil {
+				return err
+			}
+			logf("half capacity %-8s %5d/s → %7.0f/s  p50 %.2f  p99 %.2f  p99.9 %.2f ms", pol, r.halfRPS, res.RPS, res.P50ms, res.P99ms, res.P999ms)
+			runs[pol] = append(runs[pol], res)
+		}
+	}
+	for pol, x := range runs {
+		r.half[pol] = medianOf(x)
 	}
 	return nil
 }
@@ -414,19 +493,19 @@ func ratePasses(r *results, e *loadEnv) error {
 			s.stop()
 			return err
 		}
-		offset := 0
+		offset := map[string]int{}
 		for _, wl := range workloads {
 			if pol == policyAllow && wl != wlRepeated {
 				continue
 			}
 			for _, rate := range r.opt.rates {
-				res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "32", "-rps", strconv.Itoa(rate), "-duration", d, "-offset", strconv.Itoa(offset))
+				res, err := s.load(e.load, doorAuthz, e.reqs[wl], "-c", "32", "-rps", strconv.Itoa(rate), "-duration", d, "-offset", strconv.Itoa(offset[wl]))
 				if err != nil {
 					s.stop()
 					return err
 				}
 				if wl != wlRepeated {
-					offset += res.Count + 1
+					offset[wl] += res.Count + 1
 				}
 				logf("rate %-12s %-9s %5d/s → %7.0f/s  p50 %.2f  p99 %.2f  p99.9 %.2f ms", pol, wl, rate, res.RPS, res.P50ms, res.P99ms, res.P999ms)
 				if r.rates[pol] == nil {
@@ -474,10 +553,11 @@ func rssRuns(r *results, e *loadEnv) error {
 	return nil
 }
 
-// profileRun records a CPU profile of the shipped policy under the new-token
-// workload and sorts its time into the categories of the report.
+// profileRun records a CPU profile of the cold path (the shipped policy with
+// its decision cache off, every check another subject's new token: every
+// cache missed) and sorts its time into the categories of the report.
 func profileRun(r *results, e *loadEnv) error {
-	s, err := e.start(policyShipped)
+	s, err := e.start(policyCold)
 	if err != nil {
 		return err
 	}
@@ -493,7 +573,7 @@ func profileRun(r *results, e *loadEnv) error {
 	var res loadResult
 	var lerr error
 	if err := s.profile(prof, d, func() {
-		res, lerr = s.load(e.load, doorAuthz, e.reqs[wlNewToken], "-c", "16", "-duration", d.String())
+		res, lerr = s.load(e.load, doorAuthz, e.reqs[wlNewSubject], "-c", "16", "-duration", d.String())
 	}); err != nil {
 		return err
 	}

@@ -74,10 +74,20 @@ func benchClaims(i int) map[string]any {
 	}
 }
 
-// loadOrMintTokens returns n RS256 tokens signed with k, minted in parallel on
-// first use (about a millisecond each) and kept in the cache directory.
-func loadOrMintTokens(cache string, k *rsa.PrivateKey, n int) ([]string, error) {
-	path := filepath.Join(cache, fmt.Sprintf("tokens-%d.txt", n))
+// subjectClaims are benchClaims of another person each time (sub u-<i>): the
+// distinct-subject workload, every check from a different user, the normal
+// case for an agent platform.
+func subjectClaims(i int) map[string]any {
+	c := benchClaims(i)
+	c["sub"] = fmt.Sprintf("u-%07d", i)
+	return c
+}
+
+// loadOrMintTokens returns n RS256 tokens of claims(0..n-1) signed with k,
+// minted in parallel on first use (about a millisecond each) and kept in the
+// cache directory as name-n.txt.
+func loadOrMintTokens(cache, name string, claims func(int) map[string]any, k *rsa.PrivateKey, n int) ([]string, error) {
+	path := tokenFile(cache, name, n)
 	if raw, err := os.ReadFile(path); err == nil {
 		toks := strings.Fields(string(raw))
 		if len(toks) == n {
@@ -98,7 +108,7 @@ func loadOrMintTokens(cache string, k *rsa.PrivateKey, n int) ([]string, error) 
 	for w := range workers {
 		wg.Go(func() {
 			for i := w; i < n; i += workers {
-				payload, _ := json.Marshal(benchClaims(i))
+				payload, _ := json.Marshal(claims(i))
 				jws, err := signer.Sign(payload)
 				if err == nil {
 					toks[i], err = jws.CompactSerialize()
@@ -117,6 +127,12 @@ func loadOrMintTokens(cache string, k *rsa.PrivateKey, n int) ([]string, error) 
 		return nil, firstErr
 	}
 	return toks, os.WriteFile(path, []byte(strings.Join(toks, "\n")+"\n"), 0o600)
+}
+
+// tokenFile is where loadOrMintTokens keeps n tokens of one kind: one per
+// line, which bench/sidecarload's -tokens reads too.
+func tokenFile(cache, name string, n int) string {
+	return filepath.Join(cache, fmt.Sprintf("%s-%d.txt", name, n))
 }
 
 // template reads bench/request_allow.json as a CheckRequest.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -21,8 +22,14 @@ const (
 	slConns                                             = 32
 )
 
-// slTargets are the rows, in the order each pass runs them.
-var slTargets = []string{"bare-proxy", "file", "memory"}
+// slTargets are the rows, in the order each pass runs them: the bare proxy,
+// writ on either store with one caller's token on every request, and on
+// either store with another person's token on every request (-subjects: the
+// normal case, the token cache missed each time).
+var slTargets = []string{"bare-proxy", "file", "memory", "file-subjects", "memory-subjects"}
+
+// slStore is the store a target's writ runs on.
+func slStore(target string) string { return strings.TrimSuffix(target, "-subjects") }
 
 // slResult is one load run: bench/sidecarload's summary and the server's CPU.
 type slResult struct {
@@ -63,6 +70,11 @@ func sidecarLoad(r *results, env *loadEnv) error {
 			return err
 		}
 	}
+	// Minted once, as prepareLoad mints them (kept in the cache directory).
+	if _, err := loadOrMintTokens(env.cache, "subjects", subjectClaims, env.key, distinct); err != nil {
+		return err
+	}
+	subjects := tokenFile(env.cache, "subjects", distinct)
 	r.sidecar = map[string][]slResult{}
 	for pass := range r.opt.passes {
 		for _, target := range slTargets {
@@ -70,12 +82,16 @@ func sidecarLoad(r *results, env *loadEnv) error {
 			srv := bare
 			if target != "bare-proxy" {
 				_ = os.RemoveAll(filepath.Join(env.work, "sl-state"))
-				srv, err = slStart(filepath.Join(env.work, "sl-"+target+".log"), "0", env.writ, "serve", "-config", configs[target])
+				srv, err = slStart(filepath.Join(env.work, "sl-"+target+".log"), "0", env.writ, "serve", "-config", configs[slStore(target)])
 				if err != nil {
 					return err
 				}
 			}
-			res, err := slRun(bin, srv, slURL(target), r.opt.duration)
+			tokens := ""
+			if strings.HasSuffix(target, "-subjects") {
+				tokens = subjects
+			}
+			res, err := slRun(bin, srv, slURL(target), tokens, r.opt.duration)
 			if srv != bare {
 				slStop(srv)
 			}
@@ -170,11 +186,12 @@ func slStop(s *server) {
 	<-s.exited
 }
 
-// slRun drives url for d from CPU 1 and reads srv's CPU time around it.
-func slRun(bin string, srv *server, url string, d time.Duration) (slResult, error) {
+// slRun drives url for d from CPU 1 (with tokens, a file of bearer tokens
+// taken in turn) and reads srv's CPU time around it.
+func slRun(bin string, srv *server, url, tokens string, d time.Duration) (slResult, error) {
 	t0 := srv.cpuTicks()
-	out, err := exec.Command("taskset", "-c", "1", bin, "load", "-url", url, "-request", "bench/request_allow.json",
-		"-c", fmt.Sprint(slConns), "-duration", d.String()).Output()
+	out, err := exec.Command("taskset", "-c", "1", bin, "load", "-url", url, "-request", "bench/request_allow.json", //nolint:gosec // the binary this report built, with its own flags
+		"-tokens", tokens, "-c", fmt.Sprint(slConns), "-duration", d.String()).Output()
 	t1 := srv.cpuTicks()
 	if err != nil {
 		return slResult{}, fmt.Errorf("sidecarload load %s: %w", url, err)
@@ -227,7 +244,7 @@ func renderSidecarLoad(r *results, p printer) {
 func slRatios(r *results) map[string]float64 {
 	out := map[string]float64{}
 	bare := r.sidecar["bare-proxy"]
-	for _, target := range []string{"file", "memory"} {
+	for _, target := range slTargets[1:] {
 		var ratio []float64
 		for i, x := range r.sidecar[target] {
 			if i < len(bare) && bare[i].RPS > 0 {

@@ -44,6 +44,8 @@ func main() {
 	request := fs.String("request", "bench/request_allow.json", "load: the request, as an ext_authz CheckRequest (JSON)")
 	conns := fs.Int("c", 32, "load: connections, one request at a time on each")
 	duration := fs.Duration("duration", 5*time.Second, "load: how long to send")
+	tokens := fs.String("tokens", "", "load: a file of bearer tokens, one per line; each request carries the next one "+
+		"(another person's token on every request) instead of the request file's")
 	keepPush := fs.Bool("keep-push", false, "load: keep the request's push config (its callback host does not exist here: "+
 		"writ would retry every notification against it, and the run would measure that retry queue, not the sends)")
 	_ = fs.Parse(os.Args[2:])
@@ -55,7 +57,7 @@ func main() {
 		err = bare(*listen, *up)
 	case "load":
 		var res Result
-		if res, err = Load(*target, *request, *conns, *duration, *keepPush); err == nil {
+		if res, err = Load(*target, *request, *tokens, *conns, *duration, *keepPush); err == nil {
 			err = json.NewEncoder(os.Stdout).Encode(res)
 		}
 	default:
@@ -112,6 +114,9 @@ type template struct {
 	method, path, host string
 	header             http.Header
 	body               []byte
+	// tokens, when set, replace the request's bearer token in turn.
+	tokens []string
+	next   *atomic.Uint64
 }
 
 func readTemplate(file string) (template, error) {
@@ -134,11 +139,22 @@ func readTemplate(file string) (template, error) {
 }
 
 // Load sends the request on conns connections for d, each one request at a
-// time, and summarises the answers.
-func Load(target, file string, conns int, d time.Duration, keepPush bool) (Result, error) {
+// time, and summarises the answers. With a tokens file, request i carries
+// token i (round robin) as its bearer credential.
+func Load(target, file, tokens string, conns int, d time.Duration, keepPush bool) (Result, error) {
 	t, err := readTemplate(file)
 	if err != nil {
 		return Result{}, err
+	}
+	if tokens != "" {
+		raw, err := os.ReadFile(tokens) //nolint:gosec // the token file named on the command line
+		if err != nil {
+			return Result{}, err
+		}
+		if t.tokens = strings.Fields(string(raw)); len(t.tokens) == 0 {
+			return Result{}, fmt.Errorf("%s: no tokens", tokens)
+		}
+		t.next = new(atomic.Uint64)
 	}
 	if !keepPush {
 		if t.body, err = withoutPush(t.body); err != nil {
@@ -213,6 +229,9 @@ func (t template) do(client *http.Client, base string) error {
 		return err
 	}
 	req.Header = t.header.Clone()
+	if t.next != nil {
+		req.Header.Set("Authorization", "Bearer "+t.tokens[(t.next.Add(1)-1)%uint64(len(t.tokens))])
+	}
 	req.Host = t.host
 	resp, err := client.Do(req) //nolint:gosec // as above
 	if err != nil {

@@ -264,7 +264,13 @@ func (w *fwWrit) settled(t *testing.T, want int) {
 func (w *fwWrit) policyWait(t *testing.T, what string, ok func(writproc.PolicyInfo) bool) writproc.PolicyInfo {
 	t.Helper()
 	var pi writproc.PolicyInfo
-	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// Each reload runs the set's own tests (a few hundred): on a loaded CI
+	// machine a directory replaced whole queues several of them (one per
+	// burst of file events, and the SIGHUP), each several seconds long. The
+	// bound is for a reload that never comes, not a speed limit: 15 s failed
+	// a run with its good reload still in its tests (CI, another package's
+	// tests beside it).
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var err error
 		if pi, err = w.Policy(); err == nil && ok(pi) {
 			return pi

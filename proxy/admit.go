@@ -51,6 +51,12 @@ type Incoming struct {
 	BodyErr error
 	// Chunked: the body came with Transfer-Encoding instead of Content-Length.
 	Chunked bool
+	// Verbatim: the platform forwards the caller's own bytes whatever writ
+	// decides (Envoy's ext_authz filter cannot replace a body), so a Forward
+	// plan's Body is the caller's: no push config is stripped from a copy
+	// the agent never receives (it cost an encoding/json round trip of the
+	// whole body on every allowed send, a quarter of a check's CPU).
+	Verbatim bool
 	// TLS: the request came over TLS (for X-Forwarded-Proto).
 	TLS              bool
 	PeerCertificates []*x509.Certificate

@@ -126,7 +126,7 @@ func (c *Core) forward(x *exchange) Outcome {
 		}
 		body = canon
 	}
-	if x.eg == nil && c.pushOn() && x.req.Push != nil {
+	if x.eg == nil && c.pushOn() && x.req.Push != nil && !x.inc.Verbatim {
 		if ps, ok := x.edge.(adapters.Push); ok {
 			// The agent never learns the caller's callback: writ delivers itself.
 			stripped, err := ps.StripPush(&x.req, body)

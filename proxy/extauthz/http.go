@@ -59,7 +59,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inc := proxy.Incoming{Method: r.Method, Path: path, RawPath: raw, Host: r.Host, RemoteAddr: r.RemoteAddr,
-		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header}
+		Query: r.URL.Query(), RawQuery: r.URL.RawQuery, Header: r.Header, Verbatim: true}
 	if len(route) == 1 {
 		// The agent Envoy's route chose: its per-route http_service sets the
 		// header (headers_to_add overrides a client's), and allowed_headers

@@ -39,8 +39,10 @@ func (s *Server) fromCheck(req *authv3.CheckRequest) (proxy.Incoming, error) {
 		return proxy.Incoming{}, errBadRequest
 	}
 	hdr, pseudo := headersOf(h)
+	// Verbatim: Envoy forwards the caller's body; a check answers only
+	// allow or deny.
 	inc := proxy.Incoming{Method: first(h.GetMethod(), pseudo[":method"]), Host: first(h.GetHost(), pseudo[":authority"]),
-		Header: hdr, RemoteAddr: addressOf(attrs.GetSource().GetAddress())}
+		Header: hdr, RemoteAddr: addressOf(attrs.GetSource().GetAddress()), Verbatim: true}
 	var err error
 	target := first(h.GetPath(), pseudo[":path"])
 	if inc.RawPath, inc.Path, inc.Query, err = splitTarget(target); err != nil {

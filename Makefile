@@ -105,10 +105,12 @@ soak: deps
 run: deps
 	$(GO) run ./cmd/writ demo
 
-# The benchmark report: in-process benchmarks and ext_authz under load (writ
-# pinned to CPU 0, bench/load to CPU 1), written to bench/REPORT.md. DURATION
-# (8s) per load run, PASSES, ROUNDS, BENCHTIME, RATES, SKIP: see bench/report.
-# About 10 minutes on a 2-core host (plus ~2 minutes minting tokens the first time).
+# The benchmark report: in-process benchmarks, ext_authz and the sidecar under
+# load (writ pinned to CPU 0, the load to CPU 1) beside a bare ext_authz server
+# and a bare reverse proxy, issue 28's targets met or missed, written to
+# bench/REPORT.md. DURATION (8s) per load run, PASSES, ROUNDS, BENCHTIME, RATES,
+# SKIP: see bench/report. About 18 minutes on a 2-core host (plus ~7 minutes
+# minting 200k tokens the first time). Nothing else should run on the host.
 bench: deps
 	$(GO) run ./bench/report -out bench/REPORT.md
 

@@ -1,9 +1,12 @@
 // Command report runs writ's benchmarks and writes bench/REPORT.md: in-process
 // decision, input, identity and adapter costs (go test -bench, pinned to CPU 0),
 // and the ext_authz gRPC server under load (`writ serve` pinned to CPU 0,
-// bench/load pinned to CPU 1) for three workloads — the same request repeated,
-// a new contextId per request, a new token per request — against an
-// always-allow policy measured in the same run. The headline is ratios; the
+// bench/load pinned to CPU 1) for four workloads — the same request repeated,
+// a new contextId per request, a new token per request, another person's token
+// on every check (distinct subjects) — against an always-allow policy and a
+// bare ext_authz server answering OK (bench/floor) measured in the same run,
+// and writ with its decision cache off on distinct subjects (the cold path).
+// The headline is ratios and issue 28's targets, each met or missed; the
 // peer's figures (../shared/BENCHMARKS.md) are a reference column.
 //
 // Run from the repository root (make bench). Environment: DURATION (8s) per
@@ -12,7 +15,8 @@
 // comma list of inproc, max, rates, rss, profile, sidecar, sidecar-load). The
 // sidecar is also measured out of process (sidecarload.go): writ serve on the
 // file and the memory store against a bare httputil.ReverseProxy, PASSES
-// interleaved passes of DURATION each.
+// interleaved passes of DURATION each, with one caller's token and with
+// another person's on every request.
 //
 // With -compare OLD NEW it compares two reports' machine-readable blocks and
 // fails on a regression of more than 25% of any headline ratio (make

@@ -180,13 +180,6 @@ func renderMachine(p printer, m machine, settings string) {
 	p("| settings | %s |\n\n", settings)
 }
 
-func yes(ok bool) string {
-	if ok {
-		return "met"
-	}
-	return "**missed**"
-}
-
 // missedBy says by how much v misses a target (higher is better when up).
 func missedBy(v, target float64, up bool) string {
 	if v == 0 {

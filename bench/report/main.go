@@ -379,6 +379,20 @@ func (e *loadEnv) start(policy string) (*server, error) {
 // agents.bank.ae, attempted once), not once per server.
 func stateDir(work, policy string) string { return filepath.Join(work, policy+"-state") }
 
+// startWarm starts policy's server (start) and warms it (warm); a server that
+// fails its warm-up is stopped.
+func (e *loadEnv) startWarm(policy string) (*server, error) {
+	s, err := e.start(policy)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.warm(s); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
+}
+
 // warm sends 3,000 repeated checks, as BENCHMARKS.md's runs did before measuring.
 func (e *loadEnv) warm(s *server) error { return e.warmDoor(s, doorAuthz) }
 
@@ -413,12 +427,8 @@ func maxPasses(r *results, e *loadEnv) error {
 			case policyCold:
 				wls = []string{wlNewSubject}
 			}
-			s, err := e.start(pol)
+			s, err := e.startWarm(pol)
 			if err != nil {
-				return err
-			}
-			if err := e.warm(s); err != nil {
-				s.stop()
 				return err
 			}
 			// Each varying workload starts where the last run of this server
@@ -461,12 +471,8 @@ func halfRate(r *results, e *loadEnv) error {
 	runs := map[string][]loadResult{}
 	for range r.opt.passes {
 		for _, pol := range []string{policyShipped, floorServer} {
-			s, err := e.start(pol)
+			s, err := e.startWarm(pol)
 			if err != nil {
-				return err
-			}
-			if err := e.warm(s); err != nil {
-				s.stop()
 				return err
 			}
 			res, err := s.load(e.load, doorAuthz, e.reqs[wlNewSubject], "-c", "32", "-rps", strconv.Itoa(r.halfRPS), "-duration", r.opt.duration.String())
@@ -489,12 +495,8 @@ func halfRate(r *results, e *loadEnv) error {
 func ratePasses(r *results, e *loadEnv) error {
 	d := r.opt.duration.String()
 	for _, pol := range []string{policyAllow, policyShipped} {
-		s, err := e.start(pol)
+		s, err := e.startWarm(pol)
 		if err != nil {
-			return err
-		}
-		if err := e.warm(s); err != nil {
-			s.stop()
 			return err
 		}
 		offset := map[string]int{}

@@ -857,3 +857,24 @@ func humanDuration(d time.Duration) string {
 	days := int(d.Hours()) / 24
 	return fmt.Sprintf("%dd%dh", days, int(d.Hours())%24)
 }
+
+// Write writes what `writ report` asks of s: with text, the story of
+// opt.Chain as text (without a chain, the list of delegations); else the
+// page (Render). A context or chain that no line of the logs names is an
+// error, and nothing is written.
+func Write(w io.Writer, s *Summary, opt Options, text bool) error {
+	names := strings.Join(s.Logs, ", ")
+	if opt.Context != "" && len(s.Context(opt.Context)) == 0 {
+		return fmt.Errorf("%s: no event has context_id %q", names, opt.Context)
+	}
+	if opt.Chain != "" && s.Delegation(opt.Chain) == nil {
+		return fmt.Errorf("%s: no decision has chain_id %q", names, opt.Chain)
+	}
+	switch {
+	case text && opt.Chain != "":
+		return WriteStory(w, s.Delegation(opt.Chain))
+	case text:
+		return WriteDelegations(w, s.Delegations())
+	}
+	return Render(w, s, opt)
+}

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/writ-authz/writ/config"
 )
 
 // Print writes the set's test results as opa test does: a failed test's
@@ -78,4 +81,52 @@ func (c *ReloadCheck) Print(w io.Writer, cfgPath string) bool {
 		fmt.Fprintf(w, "the configuration's own policies (%s) are revision %s\n", c.LiveSource, c.LiveRevision)
 	}
 	return true
+}
+
+// RunPolicyTests is `writ policy test`: the Rego tests of the set under
+// candidate (none: cfg's own, or ./policies, or the embedded set), printed;
+// with cfg, then the gate a reload of the writ running cfg would apply
+// (CheckReload), and, without a candidate, cfg's shadow set the same way
+// (a bundle's shadow is the service's to give: only named). ok is false
+// when a test failed or the gate refused a set; an error is a check that
+// could not be made.
+func RunPolicyTests(ctx context.Context, cfg *config.Config, cfgPath string, candidate []string, verbose bool, w io.Writer) (ok bool, err error) {
+	tests, err := TestPolicySet(ctx, cfg, candidate)
+	if err != nil {
+		return false, err
+	}
+	if tests.Embedded {
+		fmt.Fprintln(w, "testing the shipped policies embedded in writ")
+	}
+	if passed := tests.Print(w, verbose); !passed || cfg == nil {
+		return passed, nil
+	}
+	if ok, err := checkReloadPrint(ctx, cfg, cfgPath, candidate, w); !ok || err != nil || len(candidate) > 0 {
+		return ok, err
+	}
+	switch {
+	case cfg.PolicyBundleShadow != nil:
+		fmt.Fprintf(w, "the shadow set comes from the policy bundle at %s: name its files to test them (writ policy test -config %s DIR)\n",
+			cfg.PolicyBundleShadow.URL, cfgPath)
+		return true, nil
+	case len(cfg.PoliciesShadow) == 0:
+		return true, nil
+	}
+	fmt.Fprintf(w, "testing the shadow set (policies_shadow: %s)\n", strings.Join(cfg.PoliciesShadow, ", "))
+	if tests, err = TestPolicySet(ctx, cfg, cfg.PoliciesShadow); err != nil {
+		return false, fmt.Errorf("policies_shadow: %w", err)
+	}
+	if !tests.Print(w, verbose) {
+		return false, nil
+	}
+	return checkReloadPrint(ctx, cfg, cfgPath, cfg.PoliciesShadow, w)
+}
+
+// checkReloadPrint prints what CheckReload finds of the set under candidate.
+func checkReloadPrint(ctx context.Context, cfg *config.Config, cfgPath string, candidate []string, w io.Writer) (bool, error) {
+	c, err := CheckReload(ctx, cfg, candidate)
+	if err != nil {
+		return false, err
+	}
+	return c.Print(w, cfgPath), nil
 }

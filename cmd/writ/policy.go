@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/server"
@@ -68,66 +67,12 @@ func policyCmd(args []string, stdout, stderr io.Writer) int {
 		}
 		cfg = c
 	}
-	candidate := fs.Args()
-	tests, err := server.TestPolicySet(context.Background(), cfg, candidate)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ policy test: %v\n", err)
-		return 2
-	}
-	if tests.Embedded {
-		fmt.Fprintln(stdout, "testing the shipped policies embedded in writ")
-	}
-	if code := printPolicyTests(tests, *verbose, stdout); code != 0 || cfg == nil {
-		return code
-	}
-	if code := printReloadCheck(cfg, *cfgPath, candidate, stdout, stderr); code != 0 || len(candidate) > 0 {
-		return code
-	}
-	return testShadow(cfg, *cfgPath, *verbose, stdout, stderr)
-}
-
-// testShadow tests cfg's shadow set as its live set was: its Rego tests,
-// then the gate a reload asks. A bundle's shadow is the service's to give.
-func testShadow(cfg *config.Config, cfgPath string, verbose bool, stdout, stderr io.Writer) int {
+	ok, err := server.RunPolicyTests(context.Background(), cfg, *cfgPath, fs.Args(), *verbose, stdout)
 	switch {
-	case cfg.PolicyBundleShadow != nil:
-		fmt.Fprintf(stdout, "the shadow set comes from the policy bundle at %s: name its files to test them (writ policy test -config %s DIR)\n",
-			cfg.PolicyBundleShadow.URL, cfgPath)
-		return 0
-	case len(cfg.PoliciesShadow) == 0:
-		return 0
-	}
-	fmt.Fprintf(stdout, "testing the shadow set (policies_shadow: %s)\n", strings.Join(cfg.PoliciesShadow, ", "))
-	tests, err := server.TestPolicySet(context.Background(), cfg, cfg.PoliciesShadow)
-	if err != nil {
-		fmt.Fprintf(stderr, "writ policy test: policies_shadow: %v\n", err)
-		return 2
-	}
-	if code := printPolicyTests(tests, verbose, stdout); code != 0 {
-		return code
-	}
-	return printReloadCheck(cfg, cfgPath, cfg.PoliciesShadow, stdout, stderr)
-}
-
-// printPolicyTests prints a set's test results (server.PolicyTests.Print):
-// 0 when every test passed, else 1.
-func printPolicyTests(tests *server.PolicyTests, verbose bool, stdout io.Writer) int {
-	if !tests.Print(stdout, verbose) {
-		return 1
-	}
-	return 0
-}
-
-// printReloadCheck prints what server.CheckReload finds of the set under
-// candidate (none: cfg's own): 0 when a reload of the writ running cfg would
-// take it, 1 when refused, 2 when the check could not be made.
-func printReloadCheck(cfg *config.Config, cfgPath string, candidate []string, stdout, stderr io.Writer) int {
-	c, err := server.CheckReload(context.Background(), cfg, candidate)
-	if err != nil {
+	case err != nil:
 		fmt.Fprintf(stderr, "writ policy test: %v\n", err)
 		return 2
-	}
-	if !c.Print(stdout, cfgPath) {
+	case !ok:
 		return 1
 	}
 	return 0

@@ -69,25 +69,8 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "writ report: %v\n", err)
 		return 1
 	}
-	names := strings.Join(sum.Logs, ", ")
-	if *contextID != "" && len(sum.Context(*contextID)) == 0 {
-		fmt.Fprintf(stderr, "writ report: %s: no event has context_id %q\n", names, *contextID)
-		return 1
-	}
-	if *chain != "" && sum.Delegation(*chain) == nil {
-		fmt.Fprintf(stderr, "writ report: %s: no decision has chain_id %q\n", names, *chain)
-		return 1
-	}
-
 	var page bytes.Buffer
-	switch {
-	case *text && *chain != "":
-		err = report.WriteStory(&page, sum.Delegation(*chain))
-	case *text:
-		err = report.WriteDelegations(&page, sum.Delegations())
-	default:
-		err = report.Render(&page, sum, report.Options{Context: *contextID, Chain: *chain, Title: *title})
-	}
+	err = report.Write(&page, sum, report.Options{Context: *contextID, Chain: *chain, Title: *title}, *text)
 	if err != nil {
 		fmt.Fprintf(stderr, "writ report: %v\n", err)
 		return 1
@@ -104,7 +87,7 @@ func reportCmd(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	fmt.Fprintf(stderr, "writ report: %d decisions (%d allowed, %d denied) from %s written to %s\n",
-		sum.Totals.Decisions, sum.Totals.Allowed, sum.Totals.Denied, names, *out)
+		sum.Totals.Decisions, sum.Totals.Allowed, sum.Totals.Denied, strings.Join(sum.Logs, ", "), *out)
 	return 0
 }
 
@@ -131,46 +114,8 @@ func verifyLogs(paths []string, keyFile string, closed bool, stdout, stderr io.W
 		fmt.Fprintf(stderr, "writ report: %v\n", err)
 		return 1
 	}
-	failed := false
-	for _, s := range v.Sequences {
-		if s.Failed {
-			continue
-		}
-		fmt.Fprintf(stdout, "ok: %d lines, %d checkpoints%s; %s; files: %s\n", s.Lines, s.Checkpoints, lastCheckpoint(s),
-			signatures(s, keys != nil), strings.Join(s.Files, ", "))
-		for _, n := range s.Notes {
-			fmt.Fprintf(stdout, "  note: %s\n", n)
-		}
-		if closed && !s.Closed {
-			fmt.Fprintf(stdout, "FAIL: %s: the log does not end with writ's closing checkpoint (-closed)\n", s.Files[len(s.Files)-1])
-			failed = true
-		}
-	}
-	if v.Failure != nil {
-		fmt.Fprintf(stdout, "FAIL: %s: %s\n", v.Failure.Position, v.Failure.Reason)
-		return 1
-	}
-	if failed {
+	if !v.Print(stdout, keys != nil, closed) {
 		return 1
 	}
 	return 0
-}
-
-func lastCheckpoint(s decisionlog.Sequence) string {
-	if s.LastCheckpointAt == 0 {
-		return ""
-	}
-	return fmt.Sprintf(", last checkpoint at line %d (%s)", s.LastCheckpointAt, s.LastCheckpoint)
-}
-
-func signatures(s decisionlog.Sequence, checked bool) string {
-	switch {
-	case s.Checkpoints == 0:
-		return "no checkpoint"
-	case checked:
-		return fmt.Sprintf("%d signatures verified", s.Signed)
-	case s.Signed > 0:
-		return "signatures not checked (no -key)"
-	}
-	return "checkpoints unsigned"
 }

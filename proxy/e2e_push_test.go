@@ -13,6 +13,18 @@ import (
 	"github.com/writ-authz/writ/proxy/push"
 )
 
+// pushHarness is writ in front of agent a on the push test policies,
+// keeping push configs and delivering them itself to receivers on loopback
+// (the SSRF guard trusts 127.0.0.1 here), retrying within milliseconds.
+func pushHarness(t *testing.T, a config.Agent) *proxytest.Harness {
+	t.Helper()
+	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
+	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
+		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
+	t.Cleanup(func() { deliverer.Close(t.Context()) })
+	return proxytest.NewWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{proxytest.PushPolicies(t)} }, deliverer)
+}
+
 // TestPushThroughWrit: writ keeps a send's push config (the agent never sees
 // it), delivers every state change in order with the token and auth header, and
 // serves the push-config operations itself, owner-only.
@@ -23,13 +35,9 @@ func TestPushThroughWrit(t *testing.T) {
 	}
 	t.Cleanup(func() { clar.Close() })
 	rcv := proxytest.NewReceiver(t)
-	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
-	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
-		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-	t.Cleanup(func() { deliverer.Close(t.Context()) })
 	a := proxytest.SanctionsAgent(clar.URL)
 	a.Name = "sanctions-screening-agent"
-	h := proxytest.NewWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{proxytest.PushPolicies(t)} }, deliverer)
+	h := pushHarness(t, a)
 	inv := h.Token(proxytest.Investigator)
 	cb := rcv.Srv.URL + "/cb"
 
@@ -141,13 +149,9 @@ func TestPushJSClient(t *testing.T) {
 	peers.EnsureNode(t)
 	slow := peers.StartJSAgent(t, "slow", "", "--delay", "300")
 	rcv := proxytest.NewReceiver(t)
-	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
-	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
-		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-	t.Cleanup(func() { deliverer.Close(t.Context()) })
 	a := proxytest.SanctionsAgent(slow)
 	a.PublicURL = "self"
-	h := proxytest.NewWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{proxytest.PushPolicies(t)} }, deliverer)
+	h := pushHarness(t, a)
 	lines, err := peers.RunJSClient(t, "--url", h.Srv.URL+"/", "--token", h.Token(proxytest.Investigator), "--scenario", "send",
 		"--return-immediately", "--push-url", rcv.Srv.URL+"/cb", "--push-token", "tok-js", "--push-scheme", "Bearer", "--push-credentials", "cred-js")
 	if err != nil || len(lines) == 0 || lines[0]["state"] == "completed" {

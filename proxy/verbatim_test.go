@@ -7,13 +7,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/writ-authz/writ/config"
 	"github.com/writ-authz/writ/internal/proxytest"
 	"github.com/writ-authz/writ/internal/seedagents"
 	"github.com/writ-authz/writ/proxy"
-	"github.com/writ-authz/writ/proxy/push"
 )
 
 // TestVerbatimPlanBody: where writ keeps push configs, a Forward plan's body
@@ -27,14 +24,10 @@ func TestVerbatimPlanBody(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { clar.Close() })
-	guard := push.NewGuard(push.GuardConfig{TrustedHosts: []string{"127.0.0.1"}})
-	deliverer := push.NewDeliverer(push.DelivererConfig{Client: guard.Client(5*time.Second, 1<<20),
-		BaseBackoff: time.Millisecond, MaxBackoff: 10 * time.Millisecond})
-	t.Cleanup(func() { deliverer.Close(t.Context()) })
 	rcv := proxytest.NewReceiver(t)
 	a := proxytest.SanctionsAgent(clar.URL)
 	a.Name = "sanctions-screening-agent"
-	h := proxytest.NewWith(t, []config.Agent{a}, func(c *config.Config) { c.Policies = []string{proxytest.PushPolicies(t)} }, deliverer)
+	h := pushHarness(t, a)
 	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "message/send",
 		"params": map[string]any{"message": proxytest.Msg03("x", nil),
 			"configuration": map[string]any{"pushNotificationConfig": map[string]any{"url": rcv.Srv.URL + "/cb", "token": "tok-1"}}}})

@@ -244,7 +244,10 @@ func renderSidecarLoad(r *results, p printer) {
 func slRatios(r *results) map[string]float64 {
 	out := map[string]float64{}
 	bare := r.sidecar["bare-proxy"]
-	for _, target := range slTargets[1:] {
+	for _, target := range slTargets {
+		if target == "bare-proxy" {
+			continue
+		}
 		var ratio []float64
 		for i, x := range r.sidecar[target] {
 			if i < len(bare) && bare[i].RPS > 0 {
